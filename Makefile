@@ -1,0 +1,55 @@
+# The targets CI runs. `make help` lists them.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+URL    ?=
+ARGS   ?=
+N      ?= 10000
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(VENV)/.ok:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "Python 3.11+ is needed (set PYTHON=...)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.ok pyproject.toml
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.ok pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+.PHONY: install
+install: $(VENV)/.installed  ## set up .venv with the crawler
+
+.PHONY: dev
+dev: $(VENV)/.installed-dev  ## set up .venv with the crawler and the test tools
+
+.PHONY: crawl
+crawl: $(VENV)/.installed  ## crawl URL=https://example.org/ [ARGS="--max-depth 2"]
+	@test -n "$(URL)" || { echo 'usage: make crawl URL=https://example.org/'; exit 3; }
+	$(BIN)/crawler crawl $(URL) $(ARGS)
+
+.PHONY: lint
+lint: $(VENV)/.installed-dev  ## ruff and mypy
+	$(BIN)/ruff check crawler tests bench
+	$(BIN)/mypy
+
+.PHONY: test
+test: lint  ## lint, then the whole test suite
+	$(BIN)/pytest -q
+
+.PHONY: bench
+bench: $(VENV)/.installed-dev  ## benchmark: make bench N=100000
+	$(BIN)/python bench/run.py --pages $(N)
+
+.PHONY: clean
+clean:  ## remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,281 @@
+"""Orchestration: lease → fetch → extract → scope → complete, until the store says done.
+
+The engine holds no visited set and no count of expected work: the store is
+the only judge of "finished", decided inside one transaction. What the engine
+keeps in memory is bounded by the lease batch and the concurrency limits:
+
+- ``_ready``: leased rows waiting for their host to have a free slot;
+- running fetches, at most ``max_concurrency``, at most ``host_concurrency``
+  per host (``HostGate``);
+- ``_outcomes``: fetched rows waiting for the writer's next group commit.
+
+Nothing blocks on a full queue: the dispatcher simply starts nothing new when
+a limit is reached, and the writer drains outcomes independently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+
+import structlog
+
+from crawler.config import CrawlSettings
+from crawler.fetch import Fetcher
+from crawler.models import LeasedUrl, Outcome, Result, ResultClass, UrlKind
+from crawler.outcome import build_outcome
+from crawler.politeness import HostGate
+from crawler.scope import Scope
+from crawler.store.async_store import AsyncFrontier
+
+log = structlog.get_logger(__name__)
+
+MAX_COMMIT_BATCH = 512
+IDLE_POLL_S = 1.0
+
+
+@dataclass(slots=True)
+class RunStats:
+    """Counters of this run, for progress display; not used for decisions."""
+
+    started_at: float
+    fetched: int = 0
+    pages: int = 0
+    broken: int = 0
+    retried: int = 0
+    rejected: int = 0
+    in_flight: int = 0
+
+
+class Engine:
+    """Runs one crawl's frontier to quiescence (or until stopped)."""
+
+    def __init__(
+        self,
+        frontier: AsyncFrontier,
+        fetcher: Fetcher,
+        scope: Scope,
+        settings: CrawlSettings,
+        *,
+        owner: str | None = None,
+        shutdown_timeout_s: float = 10.0,
+    ) -> None:
+        self._frontier = frontier
+        self._fetcher = fetcher
+        self._scope = scope
+        self._settings = settings
+        self.owner = owner or uuid.uuid4().hex
+        self._gate = HostGate(settings.host_concurrency)
+        self._ready: OrderedDict[str, deque[LeasedUrl]] = OrderedDict()
+        self._buffered = 0
+        self._running: set[asyncio.Task[None]] = set()
+        self._outcomes: list[Outcome] = []
+        self._committing = 0
+        self._wake = asyncio.Event()
+        self._writer_wake = asyncio.Event()
+        self._stopping = False
+        self._draining = False
+        self._shutdown_timeout_s = shutdown_timeout_s
+        self._frontier_dry = False
+        self._fatal: BaseException | None = None
+        self.stats = RunStats(started_at=time.monotonic())
+
+    # -- public --------------------------------------------------------------
+
+    async def run(self) -> bool:
+        """Crawl until finished (True) or stopped (False). Leases are released on stop."""
+        now = time.time()
+        await self._frontier.register_worker(self.owner, now)
+        await self._frontier.reclaim(now, stale_after_s=self._settings.lease_ttl_s * 2)
+        writer = asyncio.create_task(self._write_loop(), name="crawler-writer")
+        renewer = asyncio.create_task(self._renew_loop(), name="crawler-renewer")
+        finished = False
+        try:
+            finished = await self._main_loop()
+        finally:
+            await self._shutdown(writer, renewer)
+        if self._fatal is not None:
+            raise self._fatal
+        return finished
+
+    def stop(self) -> None:
+        """Stop leasing; ``run`` returns once in-flight work is settled."""
+        self._stopping = True
+        self._wake.set()
+
+    # -- the loop ------------------------------------------------------------
+
+    async def _main_loop(self) -> bool:
+        batch = self._settings.lease_batch
+        while not self._stopping and self._fatal is None:
+            if self._buffered < batch and not self._frontier_dry:
+                await self._lease(batch)
+            self._dispatch()
+            if self._is_idle():
+                if await self._frontier.finish_if_quiescent(time.time()):
+                    return True
+                await self._wait_for_due_work()
+                continue
+            await self._wake.wait()
+            self._wake.clear()
+        return False
+
+    async def _lease(self, batch: int) -> None:
+        leased = await self._frontier.lease(
+            self.owner, batch, self._settings.lease_ttl_s, time.time()
+        )
+        self._frontier_dry = len(leased) < batch
+        for row in leased:
+            queue = self._ready.get(row.host)
+            if queue is None:
+                queue = self._ready[row.host] = deque()
+            queue.append(row)
+        self._buffered += len(leased)
+
+    def _dispatch(self) -> None:
+        """Start fetches round-robin across hosts while slots are free."""
+        limit = self._settings.max_concurrency
+        backlog_limit = MAX_COMMIT_BATCH * 2
+        while self._ready and len(self._running) < limit and len(self._outcomes) < backlog_limit:
+            started = False
+            for host in list(self._ready):
+                if len(self._running) >= limit:
+                    break
+                if not self._gate.try_acquire(host):
+                    continue
+                queue = self._ready[host]
+                row = queue.popleft()
+                if not queue:
+                    del self._ready[host]
+                self._buffered -= 1
+                task = asyncio.create_task(self._process(row))
+                self._running.add(task)
+                task.add_done_callback(self._running.discard)
+                started = True
+            if not started:
+                break
+        self.stats.in_flight = len(self._running)
+
+    def _is_idle(self) -> bool:
+        return (
+            self._buffered == 0
+            and not self._running
+            and not self._outcomes
+            and self._committing == 0
+        )
+
+    async def _wait_for_due_work(self) -> None:
+        """Nothing to do here now: wait for a retry to fall due or a lease to expire."""
+        now = time.time()
+        wake_at = await self._frontier.next_wake_at()
+        timeout = IDLE_POLL_S if wake_at is None else min(max(wake_at - now, 0.0), IDLE_POLL_S)
+        if timeout > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            self._wake.clear()
+        await self._frontier.reclaim(time.time(), stale_after_s=self._settings.lease_ttl_s * 2)
+        self._frontier_dry = False
+
+    # -- one URL ---------------------------------------------------------------
+
+    async def _process(self, row: LeasedUrl) -> None:
+        try:
+            outcome = await self._fetch_and_build(row)
+        finally:
+            self._gate.release(row.host)
+        self._outcomes.append(outcome)
+        self._writer_wake.set()
+        self._wake.set()
+
+    async def _fetch_and_build(self, row: LeasedUrl) -> Outcome:
+        try:
+            if row.kind == UrlKind.PAGE:
+                fetched = await self._fetcher.fetch_page(row.url)
+            else:
+                fetched = await self._fetcher.check(row.url)
+            return build_outcome(row, fetched, self._scope, self._settings, time.time())
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug must cost one URL, not the crawl
+            log.exception("url_failed", url=row.url)
+            return Outcome(
+                leased=row,
+                result=Result(
+                    result_class=ResultClass.BROKEN,
+                    error_kind="internal",
+                    error=f"internal error: {type(exc).__name__}: {exc}",
+                ),
+            )
+
+    # -- background loops ----------------------------------------------------
+
+    async def _write_loop(self) -> None:
+        """Group commit: whatever finished while the last commit ran goes in the next."""
+        while True:
+            await self._writer_wake.wait()
+            self._writer_wake.clear()
+            if self._draining and not self._outcomes:
+                return
+            while self._outcomes:
+                batch = self._outcomes[:MAX_COMMIT_BATCH]
+                del self._outcomes[:MAX_COMMIT_BATCH]
+                self._committing += len(batch)
+                try:
+                    accepted = await self._frontier.complete(self.owner, batch, time.time())
+                except Exception as exc:
+                    self._fatal = exc
+                    self._wake.set()
+                    return
+                finally:
+                    self._committing -= len(batch)
+                self._count(batch, accepted)
+                self._frontier_dry = False
+                self._wake.set()
+            if self._draining:
+                return
+
+    def _count(self, batch: list[Outcome], accepted: list[bool]) -> None:
+        for outcome, ok in zip(batch, accepted, strict=True):
+            if not ok:
+                self.stats.rejected += 1
+                log.warning("completion_rejected", url=outcome.leased.url)
+                continue
+            if outcome.result is None:
+                self.stats.retried += 1
+                continue
+            self.stats.fetched += 1
+            if outcome.leased.kind == UrlKind.PAGE:
+                self.stats.pages += 1
+            if outcome.result.result_class == ResultClass.BROKEN:
+                self.stats.broken += 1
+
+    async def _renew_loop(self) -> None:
+        interval = self._settings.lease_ttl_s / 3
+        while True:
+            await asyncio.sleep(interval)
+            await self._frontier.renew(self.owner, self._settings.lease_ttl_s, time.time())
+            await self._frontier.checkpoint()
+
+    async def _shutdown(self, writer: asyncio.Task[None], renewer: asyncio.Task[None]) -> None:
+        """Settle in-flight work, commit it, and give back the leases not done."""
+        renewer.cancel()
+        if self._running:
+            _, still_running = await asyncio.wait(
+                set(self._running), timeout=self._shutdown_timeout_s
+            )
+            for task in still_running:
+                task.cancel()
+            await asyncio.gather(*still_running, return_exceptions=True)
+        # Let the writer commit what finished, then stop it.
+        self._draining = True
+        self._writer_wake.set()
+        await asyncio.gather(writer, return_exceptions=True)
+        await asyncio.gather(renewer, return_exceptions=True)
+        self._ready.clear()
+        self._buffered = 0
+        if self._fatal is None:
+            await self._frontier.release(self.owner)

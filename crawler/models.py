@@ -1,0 +1,123 @@
+"""Plain records passed between the pure core and the adapters.
+
+They hold values only; nothing here does I/O. ``RawLink`` is a link as found in
+a document; ``Link`` is the same link once resolved and normalized.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class UrlKind(enum.IntEnum):
+    """What the crawler does with a URL; stored in ``url.kind``.
+
+    The order matters: a URL found again with a stronger kind is upgraded.
+    """
+
+    SKIP = 0  # recorded, never requested (non-HTTP scheme, excluded by filters)
+    CHECK = 1  # requested to learn its status (HEAD, GET fallback), never parsed
+    PAGE = 2  # fetched with GET and, when HTML, parsed for links
+
+
+class UrlState(enum.IntEnum):
+    """Where a URL is in the frontier; stored in ``url.state``."""
+
+    PENDING = 0
+    LEASED = 1
+    DONE = 2
+
+
+class ResultClass(enum.StrEnum):
+    """The one class each checked URL lands in; stored in ``result.class``."""
+
+    OK = "ok"
+    REDIRECTED = "redirected"
+    BROKEN = "broken"
+    SKIPPED = "skipped"
+    EXCLUDED = "excluded"
+
+
+@dataclass(frozen=True, slots=True)
+class RawLink:
+    """A link exactly as the document wrote it, before resolution."""
+
+    url: str
+    element: str  # tag name, e.g. "a", "img", "link", "meta"
+    attribute: str  # e.g. "href", "src", "srcset", "content"
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    """What a parsed page yields: its links and what changes how they resolve."""
+
+    links: list[RawLink]
+    base_href: str | None = None  # the first <base href>, unresolved
+    nofollow: bool = False  # <meta name=robots content=nofollow>
+    anchors: frozenset[str] = field(default_factory=frozenset)  # ids and a[name]
+
+
+@dataclass(frozen=True, slots=True)
+class Discovered:
+    """A link found on a page, normalized and scoped, ready for the frontier."""
+
+    url: str  # normalized key, no fragment
+    host: str | None  # authority, None when not HTTP
+    kind: UrlKind
+    element: str
+    fragment: str = ""
+    result: ResultClass | None = None  # set for SKIP rows: skipped or excluded
+    reason: str | None = None  # why it was skipped or excluded
+
+
+@dataclass(frozen=True, slots=True)
+class LeasedUrl:
+    """A frontier row this worker holds until it completes or its lease expires."""
+
+    id: int
+    url: str
+    host: str
+    kind: UrlKind
+    depth: int
+    hop: int
+    attempts: int
+
+
+@dataclass(slots=True)
+class Result:
+    """What checking one URL found, as stored in ``result``."""
+
+    result_class: ResultClass
+    status: int | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    content_type: str | None = None
+    bytes: int | None = None
+    elapsed_ms: int | None = None
+
+
+@dataclass(slots=True)
+class Outcome:
+    """Everything one fetch produced, committed in one transaction.
+
+    Exactly one of ``result`` and ``retry_at`` is set: a result completes the
+    URL, a retry time puts it back in the frontier for a later attempt.
+    """
+
+    leased: LeasedUrl
+    result: Result | None
+    retry_at: float | None = None
+    children: list[Discovered] = field(default_factory=list)
+    redirect_to: Discovered | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """Frontier and result counters for progress and the summary line."""
+
+    pending: int
+    leased: int
+    done: int
+    pages: int
+    broken: int

@@ -1,0 +1,123 @@
+"""Scope: for each link, crawl it, check it, or record it as skipped or excluded.
+
+One decision, one place, used for seeds, page links and redirect targets alike
+(the mistake others made was filtering seeds one way and discovered links
+another). Pure: values in, a ``Discovered`` out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from crawler import urls
+from crawler.config import CrawlSettings
+from crawler.errors import InvalidURLError
+from crawler.models import Discovered, ResultClass, UrlKind
+
+# Elements whose target is a document a person navigates to: crawled when in scope.
+PAGE_ELEMENTS = frozenset({"a", "area", "iframe", "frame", "meta", "seed"})
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The crawl's boundaries, built once from the settings and the seeds."""
+
+    mode: str
+    hosts: frozenset[str]
+    domains: tuple[str, ...]
+    prefixes: tuple[str, ...]
+    include: tuple[re.Pattern[str], ...]
+    exclude: tuple[re.Pattern[str], ...]
+    no_follow: tuple[re.Pattern[str], ...]
+    max_depth: int | None
+    internal_only: bool
+
+    @classmethod
+    def build(cls, settings: CrawlSettings, seed_keys: list[str]) -> Scope:
+        """Scope around normalized seed URLs."""
+        hosts = frozenset(urls.host_of(key) for key in seed_keys)
+        domains = tuple(sorted({_domain_of(host) for host in hosts}))
+        prefixes = tuple(sorted({key[: key.rfind("/") + 1] for key in seed_keys}))
+        return cls(
+            mode=settings.scope,
+            hosts=hosts,
+            domains=domains,
+            prefixes=prefixes,
+            include=tuple(re.compile(p) for p in settings.include),
+            exclude=tuple(re.compile(p) for p in settings.exclude),
+            no_follow=tuple(re.compile(p) for p in settings.no_follow),
+            max_depth=settings.max_depth,
+            internal_only=settings.internal_only,
+        )
+
+    def is_in_scope(self, key: str, host: str) -> bool:
+        """Would this URL be crawled if linked as a page?"""
+        if self.mode == "host":
+            return host in self.hosts
+        if self.mode == "domain":
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            return any(name == d or name.endswith("." + d) for d in self.domains)
+        return key.startswith(self.prefixes)
+
+    def classify(
+        self, absolute: str, *, element: str, depth: int, fragment_kept: bool = True
+    ) -> Discovered:
+        """Decide what to do with a resolved absolute URL found in ``element``."""
+        if not urls.is_http(absolute):
+            scheme = urls.scheme_of(absolute) or "none"
+            return Discovered(
+                url=absolute, host=None, kind=UrlKind.SKIP, element=element,
+                result=ResultClass.SKIPPED, reason=f"unsupported scheme: {scheme}",
+            )
+        try:
+            key, fragment = urls.normalize(absolute)
+        except InvalidURLError as exc:
+            return Discovered(
+                url=absolute, host=None, kind=UrlKind.SKIP, element=element,
+                result=ResultClass.BROKEN, reason=f"invalid URL: {exc}",
+            )
+        if not fragment_kept:
+            fragment = ""
+        host = urls.host_of(key)
+        if self._is_excluded(key):
+            return Discovered(
+                url=key, host=host, kind=UrlKind.SKIP, element=element, fragment=fragment,
+                result=ResultClass.EXCLUDED, reason="excluded by filter",
+            )
+        in_scope = self.is_in_scope(key, host)
+        if self.internal_only and not in_scope:
+            return Discovered(
+                url=key, host=host, kind=UrlKind.SKIP, element=element, fragment=fragment,
+                result=ResultClass.EXCLUDED, reason="out of scope (--internal-only)",
+            )
+        crawl = (
+            in_scope
+            and element in PAGE_ELEMENTS
+            and (self.max_depth is None or depth <= self.max_depth)
+            and not any(p.search(key) for p in self.no_follow)
+        )
+        kind = UrlKind.PAGE if crawl else UrlKind.CHECK
+        return Discovered(url=key, host=host, kind=kind, element=element, fragment=fragment)
+
+    def _is_excluded(self, key: str) -> bool:
+        # As in lychee: an include match wins over every exclude.
+        if self.include and any(p.search(key) for p in self.include):
+            return False
+        if any(p.search(key) for p in self.exclude):
+            return True
+        # Includes alone mean "only these".
+        return bool(self.include) and not self.exclude
+
+
+def _domain_of(host: str) -> str:
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    return name[4:] if name.startswith("www.") else name
+
+
+def resolve_link(raw: str, base: str, encoding: str) -> str:
+    """Resolve a link; an unparsable one comes back as-is, to be recorded as invalid."""
+    try:
+        return urls.resolve(raw, base, encoding)
+    except InvalidURLError:
+        return raw.strip()

@@ -1,0 +1,145 @@
+"""Opening a crawl database: identity checks, pragmas, and the one transaction helper.
+
+A file we did not create is refused before anything is written to it: the
+checks run on a read-only connection, so a foreign or corrupt file is left
+byte-for-byte untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+from crawler.errors import DiskFullError, ForeignDatabaseError, StoreError
+from crawler.store import migrate
+
+APPLICATION_ID = 0x43524C57  # "CRLW": marks a file as a crawler database
+SQLITE_HEADER = b"SQLite format 3\x00"
+BUSY_TIMEOUT_MS = 30_000
+Durability = Literal["normal", "full"]
+
+
+def open_database(path: str | Path, *, durability: Durability = "normal") -> sqlite3.Connection:
+    """Open (creating if needed) a crawl database and bring its schema up to date."""
+    path = Path(path)
+    _check_identity(path)
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open database {path}: {exc}") from exc
+    try:
+        _configure(conn, durability)
+        migrate.apply(conn, APPLICATION_ID)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise _classify(exc, path) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def open_reader(path: str | Path) -> sqlite3.Connection:
+    """A read-only connection for reports: it never blocks the writer."""
+    path = Path(path)
+    if not path.exists():
+        raise ForeignDatabaseError(f"{path}: no such database")
+    _check_identity(path)
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return conn
+
+
+def _configure(conn: sqlite3.Connection, durability: Durability) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    # We checkpoint ourselves (see frontier.checkpoint), so a reader holding a
+    # snapshot cannot make the automatic checkpoint grow the WAL unnoticed.
+    conn.execute("PRAGMA wal_autocheckpoint = 1000")
+    conn.execute("PRAGMA cache_size = -32000")  # 32 MB page cache, bounded
+
+
+def _check_identity(path: Path) -> None:
+    """Refuse a file that is not SQLite, not ours, or from a newer schema."""
+    if not path.exists():
+        parent = path.parent if str(path.parent) else Path(".")
+        if not parent.is_dir():
+            raise ForeignDatabaseError(f"{path}: directory {parent} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise ForeignDatabaseError(f"{path}: directory {parent} is not writable")
+        return
+    if path.is_dir():
+        raise ForeignDatabaseError(f"{path}: is a directory, not a database file")
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise ForeignDatabaseError(f"{path}: cannot read: {exc.strerror}") from exc
+    if header == b"":
+        return  # an empty file is a new database
+    if header != SQLITE_HEADER:
+        raise ForeignDatabaseError(f"{path}: not a SQLite database")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise ForeignDatabaseError(f"{path}: cannot open: {exc}") from exc
+    try:
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise ForeignDatabaseError(f"{path}: damaged or not a database ({exc})") from exc
+    finally:
+        conn.close()
+    if app_id != APPLICATION_ID and tables:
+        raise ForeignDatabaseError(f"{path}: a SQLite database, but not a crawler database")
+    latest = migrate.latest_version()
+    if version > latest:
+        raise ForeignDatabaseError(
+            f"{path}: made by a newer crawler (schema {version}, this one knows {latest})"
+        )
+
+
+def _classify(exc: sqlite3.DatabaseError, path: Path) -> StoreError:
+    if is_disk_full(exc):
+        return DiskFullError(f"{path}: disk full ({exc})")
+    return ForeignDatabaseError(f"{path}: damaged or not a database ({exc})")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """SQLite's SQLITE_FULL, from a full disk or from max_page_count."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code == sqlite3.SQLITE_FULL or "database or disk is full" in str(exc)
+
+
+@contextlib.contextmanager
+def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction; BEGIN IMMEDIATE so busy_timeout applies to the lock."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if is_disk_full(exc):
+            raise DiskFullError(str(exc)) from exc
+        raise
+    try:
+        yield conn
+    except BaseException as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error) and is_disk_full(exc):
+            raise DiskFullError(f"disk full: {exc}") from exc
+        raise
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if is_disk_full(exc):
+            raise DiskFullError(f"disk full: {exc}") from exc
+        raise

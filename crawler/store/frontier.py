@@ -1,0 +1,387 @@
+"""The frontier, the visited set and the quiescence detector: one table, ``url``.
+
+``Frontier`` is the narrow contract between the engine and SQLite. The engine
+may call only these methods, each one transaction:
+
+- ``enqueue``: add seeds (dedup by the UNIQUE key, ``ON CONFLICT``).
+- ``lease``: take a batch of due pending rows, with owner token and expiry.
+- ``renew``: push this owner's lease expiry forward (and its heartbeat).
+- ``complete``: for many fetched rows at once (group commit), insert children
+  and edges, store results, mark done, or schedule a retry. A completion whose
+  lease this owner no longer holds is rejected.
+- ``release``: give this owner's leases back (graceful shutdown).
+- ``reclaim``: return expired leases, and those of dead workers, to pending.
+- ``finish_if_quiescent``: inside one transaction, if nothing is pending or
+  leased, mark the crawl finished.
+
+Correctness lives in SQL; the in-memory caches only save work. This class is
+synchronous: ``AsyncFrontier`` runs it on the single writer thread.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+
+from crawler.models import Counts, Discovered, LeasedUrl, Outcome, UrlKind, UrlState
+from crawler.store.db import atomic
+
+DEFAULT_SEEN_CACHE_SIZE = 50_000
+HOST_CACHE_SIZE = 20_000
+
+# Owner tokens of the engines running in this process. A worker row with our
+# pid but a token not in here belongs to an earlier process that had the same
+# pid (PID 1 in a restarted container): it is dead.
+_LIVE_TOKENS: set[str] = set()
+
+_UPSERT = """
+INSERT INTO url (crawl_id, url, host_id, kind, depth, hop, state)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (crawl_id, url) DO UPDATE SET
+    kind = excluded.kind,
+    depth = MIN(url.depth, excluded.depth),
+    state = CASE WHEN url.state = 2 THEN 0 ELSE url.state END
+WHERE url.kind = 1 AND excluded.kind = 2
+RETURNING id, kind
+"""
+
+_LEASE = """
+UPDATE url SET state = 1, lease_owner = ?, lease_expires_at = ?
+WHERE id IN (
+    SELECT id FROM url
+    WHERE crawl_id = ? AND state = 0 AND next_attempt_at <= ?
+    ORDER BY depth, id
+    LIMIT ?
+)
+RETURNING id, url, host_id, kind, depth, hop, attempts
+"""
+
+_RESULT = """
+INSERT OR REPLACE INTO result
+    (url_id, class, status, error_kind, error, redirect_to_id,
+     content_type, bytes, elapsed_ms, checked_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+
+class Frontier:
+    """Frontier, visited set and quiescence of one crawl (see module docstring)."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        crawl_id: int,
+        *,
+        max_urls: int | None = None,
+        seen_cache_size: int = DEFAULT_SEEN_CACHE_SIZE,
+    ) -> None:
+        self._conn = conn
+        self.crawl_id = crawl_id
+        self._max_urls = max_urls
+        self._seen: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self._seen_cap = seen_cache_size
+        self._host_ids: OrderedDict[str, int] = OrderedDict()
+        self._host_names: dict[int, str] = {}
+        self._url_count: int | None = None
+
+    # -- the contract -------------------------------------------------------
+
+    def enqueue(self, seeds: Iterable[Discovered], now: float) -> int:
+        """Add seeds at depth 0; return how many were new."""
+        before = self._count_urls()
+        with atomic(self._conn):
+            for seed in seeds:
+                self._upsert(seed, depth=0, hop=0, now=now)
+        self._url_count = None
+        return self._count_urls() - before
+
+    def lease(self, owner: str, limit: int, ttl_s: float, now: float) -> list[LeasedUrl]:
+        """Lease up to ``limit`` due pending rows, shallowest first."""
+        with atomic(self._conn):
+            rows = self._conn.execute(
+                _LEASE, (owner, now + ttl_s, self.crawl_id, now, limit)
+            ).fetchall()
+        return [
+            LeasedUrl(
+                id=row[0],
+                url=row[1],
+                host=self._host_name(row[2]),
+                kind=UrlKind(row[3]),
+                depth=row[4],
+                hop=row[5],
+                attempts=row[6],
+            )
+            for row in sorted(rows)
+        ]
+
+    def renew(self, owner: str, ttl_s: float, now: float) -> int:
+        """Extend every lease this owner holds; return how many."""
+        with atomic(self._conn):
+            cur = self._conn.execute(
+                "UPDATE url SET lease_expires_at = ? "
+                "WHERE crawl_id = ? AND state = 1 AND lease_owner = ?",
+                (now + ttl_s, self.crawl_id, owner),
+            )
+            self._conn.execute(
+                "UPDATE worker SET heartbeat_at = ? WHERE token = ?", (now, owner)
+            )
+        return cur.rowcount
+
+    def complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
+        """Commit many fetched rows in one transaction; False marks a rejected stale one."""
+        accepted: list[bool] = []
+        with atomic(self._conn):
+            for outcome in outcomes:
+                accepted.append(self._complete_one(owner, outcome, now))
+        return accepted
+
+    def release(self, owner: str) -> int:
+        """Give back every lease this owner holds, untouched (graceful stop)."""
+        with atomic(self._conn):
+            cur = self._conn.execute(
+                "UPDATE url SET state = 0, lease_owner = NULL, lease_expires_at = NULL "
+                "WHERE crawl_id = ? AND state = 1 AND lease_owner = ?",
+                (self.crawl_id, owner),
+            )
+            self._conn.execute("DELETE FROM worker WHERE token = ?", (owner,))
+        _LIVE_TOKENS.discard(owner)
+        return cur.rowcount
+
+    def reclaim(self, now: float, stale_after_s: float) -> int:
+        """Return expired leases, and leases of dead workers, to pending."""
+        with atomic(self._conn):
+            dead = self._dead_workers(now, stale_after_s)
+            cur = self._conn.execute(
+                "UPDATE url SET state = 0, lease_owner = NULL, lease_expires_at = NULL "
+                "WHERE crawl_id = ? AND state = 1 AND lease_expires_at < ?",
+                (self.crawl_id, now),
+            )
+            reclaimed = cur.rowcount
+            for token in dead:
+                cur = self._conn.execute(
+                    "UPDATE url SET state = 0, lease_owner = NULL, lease_expires_at = NULL "
+                    "WHERE crawl_id = ? AND state = 1 AND lease_owner = ?",
+                    (self.crawl_id, token),
+                )
+                reclaimed += cur.rowcount
+                self._conn.execute("DELETE FROM worker WHERE token = ?", (token,))
+        return reclaimed
+
+    def finish_if_quiescent(self, now: float) -> bool:
+        """Mark the crawl finished if, in this transaction, no row is pending or leased."""
+        with atomic(self._conn):
+            if self._has_outstanding():
+                return False
+            self._conn.execute(
+                "UPDATE crawl SET state = 'finished', finished_at = COALESCE(finished_at, ?) "
+                "WHERE id = ?",
+                (now, self.crawl_id),
+            )
+        return True
+
+    # -- registration and observation ----------------------------------------
+
+    def register_worker(self, owner: str, now: float) -> None:
+        """Record this process so others can tell its leases from a dead one's."""
+        with atomic(self._conn):
+            self._conn.execute(
+                "INSERT OR REPLACE INTO worker "
+                "(token, crawl_id, pid, hostname, started_at, heartbeat_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (owner, self.crawl_id, os.getpid(), socket.gethostname(), now, now),
+            )
+        _LIVE_TOKENS.add(owner)
+
+    def next_wake_at(self) -> float | None:
+        """When something may next become leasable: a due retry or a lease expiry."""
+        row = self._conn.execute(
+            "SELECT (SELECT MIN(next_attempt_at) FROM url WHERE crawl_id = ?1 AND state = 0), "
+            "(SELECT MIN(lease_expires_at) FROM url WHERE crawl_id = ?1 AND state = 1)",
+            (self.crawl_id,),
+        ).fetchone()
+        times = [t for t in row if t is not None]
+        return min(times) if times else None
+
+    def counts(self) -> Counts:
+        """Frontier counters; a few index scans, so call it seldom."""
+        row = self._conn.execute(
+            "SELECT "
+            "(SELECT count(*) FROM url WHERE crawl_id = ?1 AND state = 0), "
+            "(SELECT count(*) FROM url WHERE crawl_id = ?1 AND state = 1), "
+            "(SELECT count(*) FROM url WHERE crawl_id = ?1), "
+            "(SELECT count(*) FROM url WHERE crawl_id = ?1 AND kind = 2 AND state = 2), "
+            "(SELECT count(*) FROM result r JOIN url u ON u.id = r.url_id "
+            " WHERE r.class = 'broken' AND u.crawl_id = ?1)",
+            (self.crawl_id,),
+        ).fetchone()
+        pending, leased, total, pages, broken = row
+        return Counts(
+            pending=pending, leased=leased, done=total - pending - leased, pages=pages,
+            broken=broken,
+        )
+
+    def checkpoint(self) -> None:
+        """Move WAL content into the database without waiting for readers."""
+        self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    # -- internals ------------------------------------------------------------
+
+    def _complete_one(self, owner: str, outcome: Outcome, now: float) -> bool:
+        leased = outcome.leased
+        if outcome.result is None:
+            cur = self._conn.execute(
+                "UPDATE url SET state = 0, lease_owner = NULL, lease_expires_at = NULL, "
+                "attempts = attempts + 1, next_attempt_at = ? "
+                "WHERE id = ? AND state = 1 AND lease_owner = ?",
+                (outcome.retry_at or now, leased.id, owner),
+            )
+            return cur.rowcount == 1
+        # A row upgraded from check to page while we held it goes back to pending.
+        cur = self._conn.execute(
+            "UPDATE url SET state = CASE WHEN kind = ? THEN 2 ELSE 0 END, "
+            "lease_owner = NULL, lease_expires_at = NULL, attempts = attempts + 1 "
+            "WHERE id = ? AND state = 1 AND lease_owner = ?",
+            (int(leased.kind), leased.id, owner),
+        )
+        if cur.rowcount != 1:
+            return False
+        edges: list[tuple[int, int, str, str]] = []
+        redirect_id = None
+        if outcome.redirect_to is not None:
+            redirect_id = self._upsert(
+                outcome.redirect_to, depth=leased.depth, hop=leased.hop + 1, now=now
+            )
+            if redirect_id is not None:
+                edges.append((redirect_id, leased.id, "", "redirect"))
+        for child in outcome.children:
+            target = self._upsert(child, depth=leased.depth + 1, hop=0, now=now)
+            if target is not None:
+                edges.append((target, leased.id, child.fragment, child.element))
+        if edges:
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO link (target_id, source_id, fragment, element) "
+                "VALUES (?, ?, ?, ?)",
+                edges,
+            )
+        result = outcome.result
+        self._conn.execute(
+            _RESULT,
+            (
+                leased.id, str(result.result_class), result.status, result.error_kind,
+                result.error, redirect_id, result.content_type, result.bytes,
+                result.elapsed_ms, now,
+            ),
+        )
+        return True
+
+    def _upsert(self, item: Discovered, *, depth: int, hop: int, now: float) -> int | None:
+        """Insert or find a URL row; return its id, or None past ``max_urls``."""
+        cached = self._seen.get(item.url)
+        if cached is not None and cached[1] >= item.kind:
+            self._seen.move_to_end(item.url)
+            return cached[0]
+        if self._max_urls is not None and self._count_urls() >= self._max_urls:
+            return self._existing_id(item.url)
+        host_id = self._host_id(item.host) if item.host else None
+        state = UrlState.DONE if item.kind == UrlKind.SKIP else UrlState.PENDING
+        row = self._conn.execute(
+            _UPSERT,
+            (self.crawl_id, item.url, host_id, int(item.kind), depth, hop, int(state)),
+        ).fetchone()
+        if row is not None:
+            url_id, kind = row
+            if cached is None:
+                self._bump_count()
+                if item.kind == UrlKind.SKIP:
+                    self._conn.execute(
+                        _RESULT,
+                        (url_id, str(item.result), None, None, item.reason, None, None,
+                         None, None, now),
+                    )
+        else:
+            url_id, kind = self._conn.execute(
+                "SELECT id, kind FROM url WHERE crawl_id = ? AND url = ?",
+                (self.crawl_id, item.url),
+            ).fetchone()
+        self._remember(item.url, url_id, kind)
+        return int(url_id)
+
+    def _remember(self, url: str, url_id: int, kind: int) -> None:
+        self._seen[url] = (url_id, kind)
+        self._seen.move_to_end(url)
+        if len(self._seen) > self._seen_cap:
+            self._seen.popitem(last=False)
+
+    def _existing_id(self, url: str) -> int | None:
+        row = self._conn.execute(
+            "SELECT id FROM url WHERE crawl_id = ? AND url = ?", (self.crawl_id, url)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def _count_urls(self) -> int:
+        if self._url_count is None:
+            self._url_count = self._conn.execute(
+                "SELECT count(*) FROM url WHERE crawl_id = ?", (self.crawl_id,)
+            ).fetchone()[0]
+        return self._url_count
+
+    def _bump_count(self) -> None:
+        if self._url_count is not None:
+            self._url_count += 1
+
+    def _host_id(self, name: str) -> int:
+        host_id = self._host_ids.get(name)
+        if host_id is not None:
+            return host_id
+        self._conn.execute("INSERT OR IGNORE INTO host (name) VALUES (?)", (name,))
+        host_id = self._conn.execute("SELECT id FROM host WHERE name = ?", (name,)).fetchone()[0]
+        self._host_ids[name] = host_id
+        if len(self._host_ids) > HOST_CACHE_SIZE:
+            self._host_ids.popitem(last=False)
+        return int(host_id)
+
+    def _host_name(self, host_id: int | None) -> str:
+        if host_id is None:
+            return ""
+        name = self._host_names.get(host_id)
+        if name is None:
+            name = self._conn.execute("SELECT name FROM host WHERE id = ?", (host_id,)).fetchone()[0]
+            if len(self._host_names) >= HOST_CACHE_SIZE:
+                self._host_names.clear()
+            self._host_names[host_id] = name
+        return name
+
+    def _has_outstanding(self) -> bool:
+        row = self._conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM url WHERE crawl_id = ?1 AND state = 0) "
+            "OR EXISTS (SELECT 1 FROM url WHERE crawl_id = ?1 AND state = 1)",
+            (self.crawl_id,),
+        ).fetchone()
+        return bool(row[0])
+
+    def _dead_workers(self, now: float, stale_after_s: float) -> list[str]:
+        me = socket.gethostname()
+        dead = []
+        for token, pid, hostname, heartbeat_at in self._conn.execute(
+            "SELECT token, pid, hostname, heartbeat_at FROM worker WHERE crawl_id = ?",
+            (self.crawl_id,),
+        ).fetchall():
+            if token in _LIVE_TOKENS:
+                continue
+            gone = pid == os.getpid() or not _pid_alive(pid)
+            if heartbeat_at < now - stale_after_s or (hostname == me and gone):
+                dead.append(token)
+        return dead
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
