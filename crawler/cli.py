@@ -14,7 +14,6 @@ import os
 import signal
 import sqlite3
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -23,14 +22,9 @@ import pydantic
 import structlog
 from rich.console import Console
 
-from crawler import __version__, config, log, progress, report, urls
-from crawler.engine import Engine
-from crawler.errors import CrawlerError, DiskFullError, InvalidURLError, UsageError
-from crawler.fetch import Fetcher
-from crawler.models import Discovered, UrlKind
-from crawler.scope import Scope
-from crawler.store import crawls, db
-from crawler.store.async_store import AsyncFrontier
+from crawler import __version__, config, log, progress, report, runner
+from crawler.errors import CrawlerError, DiskFullError, UsageError
+from crawler.store import db
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -63,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_crawl_options(crawl)
 
     resume = commands.add_parser("resume", help="continue an interrupted crawl")
-    resume.add_argument("--crawl", type=int, dest="crawl_id", help="crawl id (default: latest unfinished)")
+    resume.add_argument(
+        "--crawl", type=int, dest="crawl_id", help="crawl id (default: latest unfinished)"
+    )
     _add_output_options(resume)
     _add_run_options(resume)
 
@@ -74,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", default=config.DEFAULT_DB, help=f"SQLite file (default {config.DEFAULT_DB})")
+    p.add_argument(
+        "--db", default=config.DEFAULT_DB, help=f"SQLite file (default {config.DEFAULT_DB})"
+    )
     p.add_argument("-f", "--format", choices=report.FORMATS, default="text", help="report format")
     p.add_argument("-o", "--output", help="write the report to this file instead of stdout")
 
@@ -83,37 +81,98 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--no-progress", action="store_true", help="no live progress display")
     p.add_argument("--log-level", choices=log.LEVELS, default="warning")
     p.add_argument("--log-format", choices=("console", "json"), default="console")
-    p.add_argument("--durability", choices=("normal", "full"), default="normal",
-                   help="normal: survives a process crash; full: also a power loss (slower)")
-    p.add_argument("--shutdown-timeout", type=float, default=config.DEFAULT_SHUTDOWN_TIMEOUT_S,
-                   metavar="SECONDS", help="on SIGINT/SIGTERM, how long in-flight requests may finish")
+    p.add_argument(
+        "--durability",
+        choices=("normal", "full"),
+        default="normal",
+        help="normal: survives a process crash; full: also a power loss (slower)",
+    )
+    p.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=config.DEFAULT_SHUTDOWN_TIMEOUT_S,
+        metavar="SECONDS",
+        help="on SIGINT/SIGTERM, how long in-flight requests may finish",
+    )
 
 
 def _add_crawl_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scope", choices=("host", "domain", "prefix"), default=config.DEFAULT_SCOPE,
-                   help="what is crawled: the seed's host, its domain and subdomains, or URLs under the seed's path")
-    p.add_argument("--include", action="append", default=[], metavar="REGEX",
-                   help="check only URLs matching (wins over --exclude; repeatable)")
-    p.add_argument("--exclude", action="append", default=[], metavar="REGEX",
-                   help="do not check URLs matching (repeatable)")
-    p.add_argument("--no-follow", action="append", default=[], metavar="REGEX",
-                   help="check URLs matching but do not crawl past them (repeatable)")
-    p.add_argument("--max-depth", type=int, metavar="N", help="crawl at most N links deep from a seed")
+    p.add_argument(
+        "--scope",
+        choices=("host", "domain", "prefix"),
+        default=config.DEFAULT_SCOPE,
+        help="what is crawled: the seed's host, its domain and subdomains, "
+        "or URLs under the seed's path",
+    )
+    p.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="check only URLs matching (wins over --exclude; repeatable)",
+    )
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="do not check URLs matching (repeatable)",
+    )
+    p.add_argument(
+        "--no-follow",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="check URLs matching but do not crawl past them (repeatable)",
+    )
+    p.add_argument(
+        "--max-depth", type=int, metavar="N", help="crawl at most N links deep from a seed"
+    )
     p.add_argument("--max-urls", type=int, metavar="N", help="stop discovering new URLs after N")
     p.add_argument("--internal-only", action="store_true", help="check only in-scope links")
-    p.add_argument("-m", "--max-redirects", type=int, default=config.DEFAULT_MAX_REDIRECTS, metavar="N")
-    p.add_argument("-t", "--timeout", type=float, default=config.DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                   dest="timeout_s", help="per request")
+    p.add_argument(
+        "-m", "--max-redirects", type=int, default=config.DEFAULT_MAX_REDIRECTS, metavar="N"
+    )
+    p.add_argument(
+        "-t",
+        "--timeout",
+        type=float,
+        default=config.DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        dest="timeout_s",
+        help="per request",
+    )
     p.add_argument("--max-retries", type=int, default=config.DEFAULT_MAX_RETRIES, metavar="N")
-    p.add_argument("--retry-wait-time", type=float, default=config.DEFAULT_RETRY_WAIT_S,
-                   metavar="SECONDS", dest="retry_wait_s", help="first backoff, doubled each retry")
-    p.add_argument("--max-concurrency", type=int, default=config.DEFAULT_MAX_CONCURRENCY, metavar="N")
-    p.add_argument("--host-concurrency", type=int, default=config.DEFAULT_HOST_CONCURRENCY, metavar="N")
-    p.add_argument("--max-body-bytes", type=int, default=config.DEFAULT_MAX_BODY_BYTES, metavar="N",
-                   help="cap on the HTML parsed per page")
+    p.add_argument(
+        "--retry-wait-time",
+        type=float,
+        default=config.DEFAULT_RETRY_WAIT_S,
+        metavar="SECONDS",
+        dest="retry_wait_s",
+        help="first backoff, doubled each retry",
+    )
+    p.add_argument(
+        "--max-concurrency", type=int, default=config.DEFAULT_MAX_CONCURRENCY, metavar="N"
+    )
+    p.add_argument(
+        "--host-concurrency", type=int, default=config.DEFAULT_HOST_CONCURRENCY, metavar="N"
+    )
+    p.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=config.DEFAULT_MAX_BODY_BYTES,
+        metavar="N",
+        help="cap on the HTML parsed per page",
+    )
     p.add_argument("-u", "--user-agent", default=config.DEFAULT_USER_AGENT)
-    p.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'",
-                   help="extra request header (repeatable)")
+    p.add_argument(
+        "-H",
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="extra request header (repeatable)",
+    )
 
 
 def settings_from_args(args: argparse.Namespace) -> config.CrawlSettings:
@@ -125,13 +184,22 @@ def settings_from_args(args: argparse.Namespace) -> config.CrawlSettings:
             raise UsageError(f"--header {header!r}: expected 'Name: value'")
         headers[name.strip()] = value.strip()
     values: dict[str, Any] = {
-        "scope": args.scope, "include": args.include, "exclude": args.exclude,
-        "no_follow": args.no_follow, "max_depth": args.max_depth, "max_urls": args.max_urls,
-        "internal_only": args.internal_only, "max_redirects": args.max_redirects,
-        "timeout_s": args.timeout_s, "max_retries": args.max_retries,
-        "retry_wait_s": args.retry_wait_s, "max_concurrency": args.max_concurrency,
-        "host_concurrency": args.host_concurrency, "max_body_bytes": args.max_body_bytes,
-        "user_agent": args.user_agent, "headers": headers,
+        "scope": args.scope,
+        "include": args.include,
+        "exclude": args.exclude,
+        "no_follow": args.no_follow,
+        "max_depth": args.max_depth,
+        "max_urls": args.max_urls,
+        "internal_only": args.internal_only,
+        "max_redirects": args.max_redirects,
+        "timeout_s": args.timeout_s,
+        "max_retries": args.max_retries,
+        "retry_wait_s": args.retry_wait_s,
+        "max_concurrency": args.max_concurrency,
+        "host_concurrency": args.host_concurrency,
+        "max_body_bytes": args.max_body_bytes,
+        "user_agent": args.user_agent,
+        "headers": headers,
     }
     return validate_settings(values)
 
@@ -144,22 +212,6 @@ def validate_settings(values: dict[str, Any]) -> config.CrawlSettings:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "settings"
         raise UsageError(f"invalid {field.replace('_', '-')}: {first['msg']}") from exc
-
-
-def normalize_seeds(raw_seeds: Sequence[str]) -> list[str]:
-    """Seeds as normalized keys; a bad one is a usage error naming it."""
-    keys = []
-    for seed in raw_seeds:
-        if not urls.is_http(seed):
-            scheme = urls.scheme_of(seed)
-            problem = f"unsupported scheme {scheme!r}" if scheme else "not an http(s) URL"
-            raise UsageError(f"seed {seed!r}: {problem}")
-        try:
-            key, _ = urls.normalize(seed)
-        except InvalidURLError as exc:
-            raise UsageError(f"seed {seed!r}: {exc}") from exc
-        keys.append(key)
-    return keys
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -178,8 +230,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"crawler: {exc}", file=sys.stderr)
         code = EXIT_USAGE
     except DiskFullError as exc:
-        print(f"crawler: {exc}. Free some space, then run `crawler resume --db {args.db}`.",
-              file=sys.stderr)
+        print(
+            f"crawler: {exc}. Free some space, then run `crawler resume --db {args.db}`.",
+            file=sys.stderr,
+        )
         code = EXIT_FAILURE
     except CrawlerError as exc:
         print(f"crawler: {exc}", file=sys.stderr)
@@ -189,94 +243,58 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _crawl(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    seed_keys = normalize_seeds(args.seeds)
-    conn = db.open_database(args.db, durability=args.durability)
-    unfinished = crawls.latest_unfinished(conn)
-    if unfinished is not None:
-        logger.warning("unfinished_crawl_kept", crawl_id=unfinished.id,
-                       hint=f"crawler resume --db {args.db} --crawl {unfinished.id}")
-    crawl_id = crawls.create(conn, list(args.seeds), settings.model_dump(), time.time())
-    seeds = [
-        Discovered(url=key, host=urls.host_of(key), kind=UrlKind.PAGE, element="seed")
-        for key in seed_keys
-    ]
-    frontier = AsyncFrontier(conn, crawl_id, max_urls=settings.max_urls)
-    return _run_and_report(args, frontier, settings, seed_keys, seeds)
+    job = runner.start(args.db, list(args.seeds), settings, durability=args.durability)
+    return _run_and_report(args, job)
 
 
 def _resume(args: argparse.Namespace) -> int:
-    conn = db.open_database(args.db, durability=args.durability)
-    if args.crawl_id is not None:
-        record = crawls.get(conn, args.crawl_id)
-    else:
-        found = crawls.latest_unfinished(conn)
-        record = found if found is not None else crawls.get(conn)
-    settings = validate_settings(record.config)
-    seed_keys = normalize_seeds(record.seeds)
-    frontier = AsyncFrontier(conn, record.id, max_urls=settings.max_urls)
+    job, record = runner.open_existing(args.db, args.crawl_id, durability=args.durability)
     if record.state == "finished":
         print(f"crawler: crawl {record.id} has already finished", file=sys.stderr)
-    return _run_and_report(args, frontier, settings, seed_keys, [])
+    return _run_and_report(args, job)
 
 
-def _run_and_report(
-    args: argparse.Namespace,
-    frontier: AsyncFrontier,
-    settings: config.CrawlSettings,
-    seed_keys: list[str],
-    seeds: list[Discovered],
-) -> int:
-    scope = Scope.build(settings, seed_keys)
-    started = time.monotonic()
+def _run_and_report(args: argparse.Namespace, job: runner.CrawlJob) -> int:
     try:
-        finished, signum = asyncio.run(_run(args, frontier, settings, scope, seeds))
+        finished, signum = asyncio.run(_run(args, job))
     finally:
-        crawls.add_elapsed(frontier.sync._conn, frontier.crawl_id, time.monotonic() - started)
-        frontier.close()
-    code = _print_report(args, frontier.crawl_id)
+        job.close()
+    code = _print_report(args, job.crawl_id)
     if not finished:
-        print(f"crawler: crawl {frontier.crawl_id} interrupted; continue it with "
-              f"`crawler resume --db {args.db}`", file=sys.stderr)
+        print(
+            f"crawler: crawl {job.crawl_id} interrupted; continue it with "
+            f"`crawler resume --db {args.db}`",
+            file=sys.stderr,
+        )
         return EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT
     return code
 
 
-async def _run(
-    args: argparse.Namespace,
-    frontier: AsyncFrontier,
-    settings: config.CrawlSettings,
-    scope: Scope,
-    seeds: list[Discovered],
-) -> tuple[bool, int | None]:
-    if seeds:
-        await frontier.enqueue(seeds, time.time())
+async def _run(args: argparse.Namespace, job: runner.CrawlJob) -> tuple[bool, int | None]:
     received: list[int] = []
-    async with Fetcher(settings) as fetcher:
-        engine = Engine(frontier, fetcher, scope, settings,
-                        shutdown_timeout_s=args.shutdown_timeout)
-        loop = asyncio.get_running_loop()
+    loop = asyncio.get_running_loop()
 
-        def on_signal(signum: int) -> None:
-            if received:  # a second signal: stop at once; SQLite stays consistent
-                os._exit(EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT)
-            received.append(signum)
-            engine.stop()
+    def on_signal(signum: int) -> None:
+        if received:  # a second signal: stop at once; SQLite stays consistent
+            os._exit(EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT)
+        received.append(signum)
+        job.stop()
 
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+    shower = None
+    console = Console(stderr=True)
+    if not args.no_progress and console.is_terminal:
+        shower = asyncio.create_task(progress.show(job, console))
+    try:
+        finished = await job.run(shutdown_timeout_s=args.shutdown_timeout)
+    finally:
+        if shower is not None:
+            shower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await shower
         for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, on_signal, signum)
-        shower = None
-        console = Console(stderr=True)
-        if not args.no_progress and console.is_terminal:
-            shower = asyncio.create_task(progress.show(engine, frontier, console))
-        try:
-            finished = await engine.run()
-        finally:
-            if shower is not None:
-                shower.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await shower
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(signum)
+            loop.remove_signal_handler(signum)
     return finished, (received[0] if received else None)
 
 

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DEFAULT_DB = "crawl.db"
-DEFAULT_SCOPE = "host"
+DEFAULT_SCOPE: Literal["host", "domain", "prefix"] = "host"
 DEFAULT_MAX_REDIRECTS = 10
 DEFAULT_TIMEOUT_S = 20.0
 DEFAULT_MAX_RETRIES = 2

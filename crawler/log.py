@@ -35,4 +35,6 @@ def configure(level: str = "warning", fmt: LogFormat = "console") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
-    logging.basicConfig(level=numeric, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=numeric, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )

@@ -17,14 +17,15 @@ from rich.text import Text
 
 from crawler.engine import Engine
 from crawler.models import Counts
-from crawler.store.async_store import AsyncFrontier
+from crawler.runner import CrawlJob
 
 REFRESH_S = 0.5
 COUNTS_EVERY_S = 2.0
 
 
-async def show(engine: Engine, frontier: AsyncFrontier, console: Console) -> None:
+async def show(job: CrawlJob, console: Console) -> None:
     """Render progress until cancelled."""
+    frontier = job.frontier
     counts: Counts | None = None
     last_counts = 0.0
     with Live(console=console, transient=True, auto_refresh=False) as live:
@@ -34,7 +35,8 @@ async def show(engine: Engine, frontier: AsyncFrontier, console: Console) -> Non
                 with contextlib.suppress(Exception):
                     counts = await frontier.counts()
                 last_counts = now
-            live.update(_line(engine, counts), refresh=True)
+            if job.engine is not None:
+                live.update(_line(job.engine, counts), refresh=True)
             await asyncio.sleep(REFRESH_S)
 
 

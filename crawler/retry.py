@@ -46,7 +46,7 @@ def retry_delay(
     if hinted is not None:
         return min(hinted, max_retry_after_s)
     backoff = base_wait_s * (2**attempts)
-    return backoff * (0.5 + random.random() / 2)
+    return float(backoff * (0.5 + random.random() / 2))
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:

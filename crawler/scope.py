@@ -67,29 +67,47 @@ class Scope:
         if not urls.is_http(absolute):
             scheme = urls.scheme_of(absolute) or "none"
             return Discovered(
-                url=absolute, host=None, kind=UrlKind.SKIP, element=element,
-                result=ResultClass.SKIPPED, reason=f"unsupported scheme: {scheme}",
+                url=absolute,
+                host=None,
+                kind=UrlKind.SKIP,
+                element=element,
+                result=ResultClass.SKIPPED,
+                reason=f"unsupported scheme: {scheme}",
             )
         try:
             key, fragment = urls.normalize(absolute)
         except InvalidURLError as exc:
             return Discovered(
-                url=absolute, host=None, kind=UrlKind.SKIP, element=element,
-                result=ResultClass.BROKEN, reason=f"invalid URL: {exc}",
+                url=absolute,
+                host=None,
+                kind=UrlKind.SKIP,
+                element=element,
+                result=ResultClass.BROKEN,
+                reason=f"invalid URL: {exc}",
             )
         if not fragment_kept:
             fragment = ""
         host = urls.host_of(key)
         if self._is_excluded(key):
             return Discovered(
-                url=key, host=host, kind=UrlKind.SKIP, element=element, fragment=fragment,
-                result=ResultClass.EXCLUDED, reason="excluded by filter",
+                url=key,
+                host=host,
+                kind=UrlKind.SKIP,
+                element=element,
+                fragment=fragment,
+                result=ResultClass.EXCLUDED,
+                reason="excluded by filter",
             )
         in_scope = self.is_in_scope(key, host)
         if self.internal_only and not in_scope:
             return Discovered(
-                url=key, host=host, kind=UrlKind.SKIP, element=element, fragment=fragment,
-                result=ResultClass.EXCLUDED, reason="out of scope (--internal-only)",
+                url=key,
+                host=host,
+                kind=UrlKind.SKIP,
+                element=element,
+                fragment=fragment,
+                result=ResultClass.EXCLUDED,
+                reason="out of scope (--internal-only)",
             )
         crawl = (
             in_scope

@@ -57,8 +57,13 @@ def get(conn: sqlite3.Connection, crawl_id: int | None = None) -> CrawlRecord:
         if row is None:
             raise UsageError(f"no crawl with id {crawl_id} in this database")
     return CrawlRecord(
-        id=row[0], seeds=json.loads(row[1]), config=json.loads(row[2]), state=row[3],
-        started_at=row[4], finished_at=row[5], elapsed_s=row[6],
+        id=row[0],
+        seeds=json.loads(row[1]),
+        config=json.loads(row[2]),
+        state=row[3],
+        started_at=row[4],
+        finished_at=row[5],
+        elapsed_s=row[6],
     )
 
 
@@ -71,6 +76,4 @@ def latest_unfinished(conn: sqlite3.Connection) -> CrawlRecord | None:
 def add_elapsed(conn: sqlite3.Connection, crawl_id: int, seconds: float) -> None:
     """Add this run's active time, so pages/s stays honest across resumes."""
     with atomic(conn):
-        conn.execute(
-            "UPDATE crawl SET elapsed_s = elapsed_s + ? WHERE id = ?", (seconds, crawl_id)
-        )
+        conn.execute("UPDATE crawl SET elapsed_s = elapsed_s + ? WHERE id = ?", (seconds, crawl_id))

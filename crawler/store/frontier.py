@@ -125,9 +125,7 @@ class Frontier:
                 "WHERE crawl_id = ? AND state = 1 AND lease_owner = ?",
                 (now + ttl_s, self.crawl_id, owner),
             )
-            self._conn.execute(
-                "UPDATE worker SET heartbeat_at = ? WHERE token = ?", (now, owner)
-            )
+            self._conn.execute("UPDATE worker SET heartbeat_at = ? WHERE token = ?", (now, owner))
         return cur.rowcount
 
     def complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
@@ -219,7 +217,10 @@ class Frontier:
         ).fetchone()
         pending, leased, total, pages, broken = row
         return Counts(
-            pending=pending, leased=leased, done=total - pending - leased, pages=pages,
+            pending=pending,
+            leased=leased,
+            done=total - pending - leased,
+            pages=pages,
             broken=broken,
         )
 
@@ -270,9 +271,16 @@ class Frontier:
         self._conn.execute(
             _RESULT,
             (
-                leased.id, str(result.result_class), result.status, result.error_kind,
-                result.error, redirect_id, result.content_type, result.bytes,
-                result.elapsed_ms, now,
+                leased.id,
+                str(result.result_class),
+                result.status,
+                result.error_kind,
+                result.error,
+                redirect_id,
+                result.content_type,
+                result.bytes,
+                result.elapsed_ms,
+                now,
             ),
         )
         return True
@@ -298,8 +306,18 @@ class Frontier:
                 if item.kind == UrlKind.SKIP:
                     self._conn.execute(
                         _RESULT,
-                        (url_id, str(item.result), None, None, item.reason, None, None,
-                         None, None, now),
+                        (
+                            url_id,
+                            str(item.result),
+                            None,
+                            None,
+                            item.reason,
+                            None,
+                            None,
+                            None,
+                            None,
+                            now,
+                        ),
                     )
         else:
             url_id, kind = self._conn.execute(
@@ -348,7 +366,9 @@ class Frontier:
             return ""
         name = self._host_names.get(host_id)
         if name is None:
-            name = self._conn.execute("SELECT name FROM host WHERE id = ?", (host_id,)).fetchone()[0]
+            name = self._conn.execute("SELECT name FROM host WHERE id = ?", (host_id,)).fetchone()[
+                0
+            ]
             if len(self._host_names) >= HOST_CACHE_SIZE:
                 self._host_names.clear()
             self._host_names[host_id] = name
