@@ -307,6 +307,8 @@ class SiteServer(RequestLog, _Closable):
     def __init__(self, site: Site, host: str = "127.0.0.1", port: int = 0) -> None:
         RequestLog.__init__(self)
         self.site = site
+        self._canonical_keys: frozenset[str] = frozenset()
+        self._canonical_map: dict[str, str] = {}
         self._listener = _HttpListener(self, self._respond, host, port)
         self._closing = asyncio.Event()
 
@@ -356,11 +358,12 @@ class SiteServer(RequestLog, _Closable):
         page = self.site.get(target)
         if page is not None:
             return page
-        want = _canonical(target)
-        for key, candidate in list(self.site.items()):
-            if _canonical(key) == want:
-                return candidate
-        return None
+        keys = frozenset(self.site)
+        if keys != self._canonical_keys:
+            self._canonical_map = {_canonical(key): key for key in keys}
+            self._canonical_keys = keys
+        key = self._canonical_map.get(_canonical(target))
+        return None if key is None else self.site.get(key)
 
     async def _respond(self, request: web.BaseRequest) -> web.StreamResponse:
         page = self.lookup(request.raw_path)
