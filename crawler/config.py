@@ -1,8 +1,10 @@
-"""The crawl's settings: one pydantic model, with the defaults as named constants.
+"""The crawl's settings: pydantic models, with the defaults as named constants.
 
-The CLI's help text reuses these constants, so a default is written once.
-Precedence (lowest first): defaults < config file < ``CRAWLER_*`` environment
-< command-line flags.
+``CrawlSettings`` decides what a crawl does and is stored with the crawl, so a
+resume continues it exactly. ``RunOptions`` decides how this process runs and
+reports (database path, output, logging) and is not stored. The CLI's flags,
+the config file keys and the ``CRAWLER_*`` variables are all derived from the
+field names here (see ``crawler.options``), so a setting is declared once.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from crawler.status import parse_accept
+
 DEFAULT_DB = "crawl.db"
+DEFAULT_FORMAT = "text"
 DEFAULT_SCOPE: Literal["host", "domain", "prefix"] = "host"
 DEFAULT_MAX_REDIRECTS = 10
 DEFAULT_TIMEOUT_S = 20.0
@@ -21,14 +26,27 @@ DEFAULT_RETRY_WAIT_S = 1.0
 DEFAULT_MAX_RETRY_AFTER_S = 60.0
 DEFAULT_MAX_CONCURRENCY = 32
 DEFAULT_HOST_CONCURRENCY = 8
+DEFAULT_HOST_REQUEST_INTERVAL_S = 0.0
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 DEFAULT_USER_AGENT = "crawler/0.1 (link checker)"
+DEFAULT_ACCEPT = ["200..=299"]
 DEFAULT_LEASE_TTL_S = 60.0
 DEFAULT_LEASE_BATCH = 256
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
 
 Scope = Literal["host", "domain", "prefix"]
 Durability = Literal["normal", "full"]
+Method = Literal["head", "get"]
+
+
+class HostSettings(BaseModel):
+    """Per-host overrides, as lychee's ``[hosts."github.com"]``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    concurrency: int | None = Field(default=None, ge=1, le=1024)
+    request_interval_s: float | None = Field(default=None, ge=0, le=3600)
+    headers: dict[str, str] = Field(default_factory=dict)
 
 
 class CrawlSettings(BaseModel):
@@ -43,6 +61,14 @@ class CrawlSettings(BaseModel):
     max_depth: int | None = Field(default=None, ge=0)
     max_urls: int | None = Field(default=None, ge=1)
     internal_only: bool = False
+    include_fragments: bool = False
+    robots: bool = True
+    sitemaps: list[str] = Field(default_factory=list)
+    use_sitemaps: bool = False
+    accept: list[str] = Field(default_factory=lambda: list(DEFAULT_ACCEPT))
+    blocked_as_broken: bool = False
+    exclude_all_private: bool = False
+    max_cache_age_s: float | None = Field(default=None, ge=0)
     max_redirects: int = Field(default=DEFAULT_MAX_REDIRECTS, ge=0, le=100)
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=3600)
     max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0, le=20)
@@ -50,10 +76,16 @@ class CrawlSettings(BaseModel):
     max_retry_after_s: float = Field(default=DEFAULT_MAX_RETRY_AFTER_S, ge=0, le=3600)
     max_concurrency: int = Field(default=DEFAULT_MAX_CONCURRENCY, ge=1, le=4096)
     host_concurrency: int = Field(default=DEFAULT_HOST_CONCURRENCY, ge=1, le=1024)
-    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
+    host_request_interval_s: float = Field(default=DEFAULT_HOST_REQUEST_INTERVAL_S, ge=0, le=3600)
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024, le=1 << 31)
     user_agent: str = DEFAULT_USER_AGENT
     headers: dict[str, str] = Field(default_factory=dict)
-    lease_ttl_s: float = Field(default=DEFAULT_LEASE_TTL_S, ge=1)
+    basic_auth: list[str] = Field(default_factory=list)
+    cookie_jar: str | None = None
+    insecure: bool = False
+    method: Method = "head"
+    hosts: dict[str, HostSettings] = Field(default_factory=dict)
+    lease_ttl_s: float = Field(default=DEFAULT_LEASE_TTL_S, ge=1, le=3600)
     lease_batch: int = Field(default=DEFAULT_LEASE_BATCH, ge=1, le=10_000)
 
     @field_validator("include", "exclude", "no_follow")
@@ -75,3 +107,43 @@ class CrawlSettings(BaseModel):
             if "\n" in value or "\r" in value:
                 raise ValueError(f"header {name!r} has a line break in its value")
         return headers
+
+    @field_validator("accept")
+    @classmethod
+    def _accept_parses(cls, ranges: list[str]) -> list[str]:
+        parse_accept(ranges)
+        return ranges
+
+    @field_validator("basic_auth")
+    @classmethod
+    def _basic_auth_form(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            pattern, sep, credentials = entry.partition(" ")
+            if not sep or ":" not in credentials:
+                raise ValueError(f"expected 'URL-REGEX user:password', got {entry!r}")
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
+        return entries
+
+    def host_settings(self, host: str) -> HostSettings | None:
+        """The per-host overrides for ``host`` (authority, or hostname alone)."""
+        if not self.hosts:
+            return None
+        return self.hosts.get(host) or self.hosts.get(host.rsplit(":", 1)[0])
+
+
+class RunOptions(BaseModel):
+    """How this process runs and reports; not part of the crawl."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    db: str = DEFAULT_DB
+    format: str = DEFAULT_FORMAT
+    output: str | None = None
+    no_progress: bool = False
+    log_level: Literal["debug", "info", "warning", "error"] = "warning"
+    log_format: Literal["console", "json"] = "console"
+    durability: Durability = "normal"
+    shutdown_timeout_s: float = Field(default=DEFAULT_SHUTDOWN_TIMEOUT_S, ge=0, le=3600)

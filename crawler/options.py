@@ -1,0 +1,309 @@
+"""From what the user typed to settings: flags, config file, environment, defaults.
+
+Every option is declared once, in ``OPTIONS``; the argparse flags, the config
+file keys (the field names), the ``CRAWLER_*`` variables and the README's
+option table are all derived from it. Precedence, lowest first: model defaults
+< config file (``-c``) < environment < flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import pydantic
+
+from crawler import config
+from crawler.errors import UsageError
+
+Kind = Literal["value", "flag", "negated", "list", "headers", "duration"]
+Target = Literal["crawl", "run"]
+M = TypeVar("M", bound=pydantic.BaseModel)
+ENV_PREFIX = "CRAWLER_"
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One setting as the user sees it."""
+
+    field: str
+    flags: tuple[str, ...]
+    help: str
+    target: Target = "crawl"
+    kind: Kind = "value"
+    metavar: str | None = None
+    type: type = str
+    choices: tuple[str, ...] | None = None
+
+
+OPTIONS: tuple[Option, ...] = (
+    # how this run behaves and reports
+    Option("db", ("--db",), "the SQLite file", "run", metavar="PATH"),
+    Option("format", ("-f", "--format"), "report format", "run", metavar="FORMAT"),
+    Option("output", ("-o", "--output"), "write the report to this file", "run", metavar="FILE"),
+    Option("no_progress", ("-n", "--no-progress"), "no live progress display", "run", "flag"),
+    Option("log_level", ("--log-level",), "log level (logs go to stderr)", "run",
+           choices=("debug", "info", "warning", "error")),
+    Option("log_format", ("--log-format",), "log format", "run", choices=("console", "json")),
+    Option("durability", ("--durability",),
+           "normal survives a process crash; full also a power loss (slower)", "run",
+           choices=("normal", "full")),
+    Option("shutdown_timeout_s", ("--shutdown-timeout",),
+           "on SIGINT/SIGTERM, how long in-flight requests may finish", "run",
+           metavar="SECONDS", type=float),
+    # what is crawled
+    Option("scope", ("--scope",), "crawl the seed's host, its domain and subdomains, "
+           "or URLs under the seed's path", choices=("host", "domain", "prefix")),
+    Option("include", ("--include",), "check only URLs matching (wins over --exclude)",
+           kind="list", metavar="REGEX"),
+    Option("exclude", ("--exclude",), "do not check URLs matching", kind="list",
+           metavar="REGEX"),
+    Option("no_follow", ("--no-follow",), "check URLs matching but do not crawl past them",
+           kind="list", metavar="REGEX"),
+    Option("max_depth", ("--max-depth",), "crawl at most N links from a seed", metavar="N",
+           type=int),
+    Option("max_urls", ("--max-urls",), "stop adding new URLs after N", metavar="N", type=int),
+    Option("internal_only", ("--internal-only",), "check only in-scope links", kind="flag"),
+    Option("sitemaps", ("--sitemap",), "seed the crawl from a sitemap or sitemap index",
+           kind="list", metavar="URL"),
+    Option("use_sitemaps", ("--use-sitemaps",), "also seed from the sitemaps robots.txt lists",
+           kind="flag"),
+    Option("robots", ("--no-robots",), "ignore robots.txt", kind="negated"),
+    Option("exclude_all_private", ("-E", "--exclude-all-private"),
+           "skip private, loopback and link-local targets (checked after DNS)", kind="flag"),
+    # how links are judged
+    Option("include_fragments", ("--include-fragments",),
+           "a link page#id is broken when the page has no such anchor", kind="flag"),
+    Option("accept", ("-a", "--accept"), "statuses that count as fine, e.g. '200..=299, 403'",
+           kind="list", metavar="RANGES"),
+    Option("blocked_as_broken", ("--blocked-as-broken",),
+           "report bot walls (Cloudflare challenge, 999) as broken, not blocked", kind="flag"),
+    Option("max_redirects", ("-m", "--max-redirects",), "longer redirect chains are broken",
+           metavar="N", type=int),
+    Option("max_cache_age_s", ("--max-cache-age",),
+           "reuse fine results of external links from an earlier crawl younger than this",
+           kind="duration", metavar="AGE"),
+    # how requests are made
+    Option("timeout_s", ("-t", "--timeout"), "per request", metavar="SECONDS", type=float),
+    Option("max_retries", ("--max-retries",), "retries for timeouts, connection errors, 5xx, 429",
+           metavar="N", type=int),
+    Option("retry_wait_s", ("--retry-wait-time",), "first backoff, doubled each retry",
+           metavar="SECONDS", type=float),
+    Option("max_concurrency", ("--max-concurrency",), "requests in flight in all", metavar="N",
+           type=int),
+    Option("host_concurrency", ("--host-concurrency",), "requests in flight per host",
+           metavar="N", type=int),
+    Option("host_request_interval_s", ("--host-request-interval",),
+           "minimum time between two requests to one host", metavar="SECONDS", type=float),
+    Option("max_body_bytes", ("--max-body-bytes",), "cap on the HTML read and parsed per page",
+           metavar="N", type=int),
+    Option("method", ("--method",), "how links are checked (GET is used when HEAD is refused)",
+           choices=("head", "get")),
+    Option("user_agent", ("-u", "--user-agent"), "User-Agent header", metavar="TEXT"),
+    Option("headers", ("-H", "--header"), "extra request header", kind="headers",
+           metavar="'NAME: VALUE'"),
+    Option("basic_auth", ("--basic-auth",), "credentials for URLs matching",
+           kind="list", metavar="'URL-REGEX USER:PASS'"),
+    Option("cookie_jar", ("--cookie-jar",), "read and write cookies in this file (Netscape format)",
+           metavar="FILE"),
+    Option("insecure", ("-i", "--insecure"), "do not verify TLS certificates", kind="flag"),
+)
+
+BY_FIELD = {option.field: option for option in OPTIONS}
+
+
+def add_arguments(parser: argparse.ArgumentParser, target: Target | None = None) -> None:
+    """Add the options (all, or one target's) to a parser; unset flags stay absent."""
+    for option in OPTIONS:
+        if target is not None and option.target != target:
+            continue
+        kwargs: dict[str, Any] = {"dest": option.field, "default": argparse.SUPPRESS,
+                                  "help": _help(option)}
+        if option.kind == "flag":
+            kwargs.update(action="store_const", const=True)
+        elif option.kind == "negated":
+            kwargs.update(action="store_const", const=False)
+        elif option.kind in ("list", "headers"):
+            kwargs.update(action="append", metavar=option.metavar)
+        else:
+            kwargs.update(metavar=option.metavar, choices=option.choices)
+            if option.kind == "value":
+                kwargs["type"] = option.type
+        parser.add_argument(*option.flags, **kwargs)
+
+
+def _help(option: Option) -> str:
+    default = default_text(option)
+    repeat = " (repeatable)" if option.kind in ("list", "headers") else ""
+    return f"{option.help}{repeat}" + (f" [default: {default}]" if default else "")
+
+
+def default_text(option: Option) -> str:
+    """The default as shown in --help and the README."""
+    model = config.RunOptions if option.target == "run" else config.CrawlSettings
+    field = model.model_fields[option.field]
+    value = field.get_default(call_default_factory=True)
+    if option.kind in ("flag", "negated") or value in (None, [], {}):
+        return ""
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def flags_from_namespace(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the user gave as flags, converted to model values."""
+    values: dict[str, Any] = {}
+    for name, raw in vars(args).items():
+        option = BY_FIELD.get(name)
+        if option is None:
+            continue
+        values[name] = _convert(option, raw, f"{option.flags[-1]}")
+    return values
+
+
+def _convert(option: Option, raw: Any, source: str) -> Any:
+    if option.kind == "headers":
+        return parse_headers(raw, source)
+    if option.kind == "duration":
+        return parse_duration(raw, source)
+    return raw
+
+
+def parse_headers(entries: Sequence[str], source: str = "--header") -> dict[str, str]:
+    """``['Name: value', ...]`` as a dict; UsageError for a malformed entry."""
+    headers: dict[str, str] = {}
+    for entry in entries:
+        name, sep, value = entry.partition(":")
+        if not sep or not name.strip():
+            raise UsageError(f"{source} {entry!r}: expected 'Name: value'")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def parse_duration(value: Any, source: str = "--max-cache-age") -> float:
+    """``90``, ``30s``, ``15m``, ``2h``, ``1d``, ``1w`` as seconds."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    match = _DURATION.match(str(value))
+    if not match:
+        raise UsageError(f"{source}: invalid duration {value!r} (use e.g. 90, 15m, 2h, 1d)")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    """A TOML config file as field values; unknown keys are an error naming the key."""
+    try:
+        with Path(path).open("rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise UsageError(f"cannot read config file {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"config file {path}: {exc}") from exc
+    known = set(config.CrawlSettings.model_fields) | set(config.RunOptions.model_fields)
+    for key in data:
+        if key not in known:
+            raise UsageError(f"config file {path}: unknown key {key!r}")
+    values = dict(data)
+    if "max_cache_age_s" in values:
+        values["max_cache_age_s"] = parse_duration(values["max_cache_age_s"], f"{path}")
+    return values
+
+
+def load_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``CRAWLER_<FIELD>`` variables for known fields (others are left to other commands)."""
+    environ = os.environ if environ is None else environ
+    fields = {**config.CrawlSettings.model_fields, **config.RunOptions.model_fields}
+    values: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        field = name[len(ENV_PREFIX):].lower()
+        if field not in fields:
+            continue
+        values[field] = _from_env(field, raw, name)
+    return values
+
+
+def _from_env(field: str, raw: str, name: str) -> Any:
+    option = BY_FIELD.get(field)
+    text = raw.strip()
+    if option is not None and option.kind == "duration":
+        return parse_duration(text, name)
+    if option is not None and option.kind in ("flag", "negated"):
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise UsageError(f"{name}: expected true or false, got {raw!r}")
+    if text.startswith(("[", "{")):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{name}: invalid JSON: {exc}") from exc
+    if option is not None and option.kind == "list":
+        return [text]
+    if option is not None and option.kind == "headers":
+        return parse_headers([text], name)
+    return text
+
+
+def resolve(
+    flag_values: Mapping[str, Any],
+    config_path: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[config.CrawlSettings, config.RunOptions]:
+    """Merge defaults < file < environment < flags and validate both models."""
+    merged: dict[str, Any] = {}
+    if config_path is not None:
+        merged.update(load_file(config_path))
+    merged.update(load_environment(environ))
+    merged.update(flag_values)
+    run_fields = set(config.RunOptions.model_fields)
+    crawl_values = {k: v for k, v in merged.items() if k not in run_fields}
+    run_values = {k: v for k, v in merged.items() if k in run_fields}
+    return validate(config.CrawlSettings, crawl_values), validate(config.RunOptions, run_values)
+
+
+def validate(model: type[M], values: Mapping[str, Any]) -> M:
+    """Validate, turning pydantic's error into one line naming the option."""
+    try:
+        return model.model_validate(dict(values))
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        loc = [str(p) for p in first["loc"]]
+        option = BY_FIELD.get(loc[0]) if loc else None
+        name = option.flags[-1] if option else ".".join(loc) or "settings"
+        raise UsageError(f"invalid {name}: {first['msg']}") from exc
+
+
+def markdown_table() -> str:
+    """The README's option table, generated so it cannot drift from the code."""
+    lines = ["| flag | config key / `CRAWLER_*` | default | meaning |", "|---|---|---|---|"]
+    for option in OPTIONS:
+        flags = ", ".join(f"`{flag}`" for flag in option.flags)
+        if option.metavar:
+            flags += f" `{option.metavar}`"
+        elif option.choices:
+            flags += " `" + "\\|".join(option.choices) + "`"
+        default = default_text(option)
+        meaning = option.help.replace("|", "\\|")
+        if option.kind in ("list", "headers"):
+            meaning += " (repeatable)"
+        lines.append(f"| {flags} | `{option.field}` | {f'`{default}`' if default else ''} "
+                     f"| {meaning} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
