@@ -27,8 +27,9 @@ import structlog
 from crawler.config import CrawlSettings
 from crawler.fetch import Fetcher
 from crawler.models import LeasedUrl, Outcome, Result, ResultClass, UrlKind
-from crawler.outcome import build_outcome
+from crawler.outcome import Policy, build_outcome, retry_delay_for
 from crawler.politeness import HostGate
+from crawler.robots import Robots
 from crawler.scope import Scope
 from crawler.store.async_store import AsyncFrontier
 
@@ -69,7 +70,10 @@ class Engine:
         self._scope = scope
         self._settings = settings
         self.owner = owner or uuid.uuid4().hex
-        self._gate = HostGate(settings.host_concurrency)
+        self._policy = Policy.from_settings(settings)
+        self._robots = Robots(fetcher, frontier, settings.user_agent) if settings.robots else None
+        self._gate = HostGate(self._host_limits)
+        self._timer: asyncio.TimerHandle | None = None
         self._ready: OrderedDict[str, deque[LeasedUrl]] = OrderedDict()
         self._buffered = 0
         self._running: set[asyncio.Task[None]] = set()
@@ -136,6 +140,18 @@ class Engine:
             queue.append(row)
         self._buffered += len(leased)
 
+    def _host_limits(self, host: str) -> tuple[int, float]:
+        """(concurrency, minimum interval) for ``host``: settings, per-host, Crawl-delay."""
+        settings = self._settings
+        concurrency, interval = settings.host_concurrency, settings.host_request_interval_s
+        overrides = settings.host_settings(host)
+        if overrides is not None:
+            concurrency = overrides.concurrency or concurrency
+            interval = max(interval, overrides.request_interval_s or 0.0)
+        if self._robots is not None:
+            interval = max(interval, self._robots.crawl_delays.get(host, 0.0))
+        return concurrency, interval
+
     def _dispatch(self) -> None:
         """Start fetches round-robin across hosts while slots are free."""
         limit = self._settings.max_concurrency
@@ -146,6 +162,7 @@ class Engine:
                 if len(self._running) >= limit:
                     break
                 if not self._gate.try_acquire(host):
+                    self._wake_when_ready(host)
                     continue
                 queue = self._ready[host]
                 row = queue.popleft()
@@ -159,6 +176,22 @@ class Engine:
             if not started:
                 break
         self.stats.in_flight = len(self._running)
+
+    def _wake_when_ready(self, host: str) -> None:
+        """A host waits for its interval or pause: look again when it is over."""
+        ready_at = self._gate.ready_at(host)
+        loop = asyncio.get_running_loop()
+        if ready_at <= loop.time():
+            return
+        if self._timer is not None and self._timer.when() <= ready_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(ready_at, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._wake.set()
 
     def _is_idle(self) -> bool:
         return (
@@ -193,11 +226,22 @@ class Engine:
 
     async def _fetch_and_build(self, row: LeasedUrl) -> Outcome:
         try:
-            if row.kind == UrlKind.PAGE:
+            if (
+                row.kind == UrlKind.PAGE
+                and self._robots is not None
+                and not await self._robots.allowed(row.url, row.host)
+            ):
+                result = Result(ResultClass.SKIPPED, error="disallowed by robots.txt")
+                return Outcome(leased=row, result=result)
+            if row.kind >= UrlKind.ANCHORS:
                 fetched = await self._fetcher.fetch_page(row.url)
             else:
                 fetched = await self._fetcher.check(row.url)
-            return build_outcome(row, fetched, self._scope, self._settings, time.time())
+            if fetched.status in (429, 503) and fetched.failure is None:
+                delay = retry_delay_for(row, fetched, self._policy)
+                if delay:
+                    self._gate.pause(row.host, delay)  # the whole host waits, not this URL
+            return build_outcome(row, fetched, self._scope, self._policy, time.time())
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug must cost one URL, not the crawl
@@ -263,6 +307,8 @@ class Engine:
     async def _shutdown(self, writer: asyncio.Task[None], renewer: asyncio.Task[None]) -> None:
         """Settle in-flight work, commit it, and give back the leases not done."""
         renewer.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
         if self._running:
             _, still_running = await asyncio.wait(
                 set(self._running), timeout=self._shutdown_timeout_s

@@ -54,3 +54,4 @@ class FailureKind(enum.StrEnum):
     BODY_TOO_LARGE = "body_too_large"
     HTTP_STATUS = "http_status"
     INVALID_URL = "invalid_url"
+    PRIVATE_ADDRESS = "private_address"  # refused under --exclude-all-private

@@ -1,4 +1,4 @@
-"""The one place that talks HTTP: an aiohttp session and three small functions.
+"""The one place that talks HTTP: an aiohttp session and a few small functions.
 
 Pages are fetched with GET and the same response's body is handed to the
 parser (never a second request). Links are checked with HEAD, falling back to
@@ -11,65 +11,63 @@ as a ``Fetched`` with a ``FailureKind``, never as an exception.
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
-from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
+from typing import Literal
 
 import aiohttp
 from yarl import URL
 
+from crawler import cookies, localsite
 from crawler.config import CrawlSettings
 from crawler.errors import FailureKind
+from crawler.fetch_types import Fetched
+from crawler.netguard import PrivateAddressError, PublicOnlyResolver
+
+__all__ = ["Fetched", "Fetcher", "classify_exception"]
 
 # Statuses with which servers refuse HEAD although GET works.
 HEAD_REFUSED = frozenset({400, 403, 405, 406, 501})
-HTML_TYPES = ("text/html", "application/xhtml+xml")
 READ_CHUNK = 64 * 1024
-
-
-@dataclass(slots=True)
-class Fetched:
-    """What one request produced: a response, or the failure that stopped it."""
-
-    method: str
-    status: int | None = None
-    reason: str | None = None
-    failure: FailureKind | None = None
-    error: str | None = None
-    content_type: str | None = None
-    location: str | None = None
-    retry_after: str | None = None
-    robots_tag: str | None = None
-    body: bytes | None = None
-    truncated: bool = False
-    size: int | None = None
-    elapsed_ms: int = 0
-
-    @property
-    def is_html(self) -> bool:
-        """Does the server say this is an HTML document?"""
-        media = (self.content_type or "").split(";", 1)[0].strip().lower()
-        return media in HTML_TYPES
+POLICY_HEADERS = ("cf-mitigated", "server")
+Read = Literal["none", "html", "any"]
 
 
 class Fetcher:
     """An aiohttp session configured from the settings; an async context manager."""
 
-    def __init__(self, settings: CrawlSettings) -> None:
+    def __init__(self, settings: CrawlSettings, *, local_root: Path | None = None) -> None:
         self._settings = settings
+        self._local_root = local_root
         self._session: aiohttp.ClientSession | None = None
+        self._jar: aiohttp.CookieJar | None = None
+        self._auth = [
+            (re.compile(pattern), aiohttp.BasicAuth(*credentials.split(":", 1)))
+            for pattern, _, credentials in (e.partition(" ") for e in settings.basic_auth)
+        ]
 
     async def __aenter__(self) -> Fetcher:
+        settings = self._settings
         connector = aiohttp.TCPConnector(
-            limit=self._settings.max_concurrency, limit_per_host=0, ttl_dns_cache=300
+            limit=settings.max_concurrency,
+            limit_per_host=0,
+            ttl_dns_cache=300,
+            ssl=not settings.insecure,
+            resolver=PublicOnlyResolver() if settings.exclude_all_private else None,
         )
-        headers = {"User-Agent": self._settings.user_agent, **self._settings.headers}
+        jar: aiohttp.abc.AbstractCookieJar = aiohttp.DummyCookieJar()
+        if settings.cookie_jar:
+            self._jar = aiohttp.CookieJar(unsafe=True)
+            cookies.load(self._jar, settings.cookie_jar)
+            jar = self._jar
         self._session = aiohttp.ClientSession(
             connector=connector,
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=self._settings.timeout_s),
-            cookie_jar=aiohttp.DummyCookieJar(),
+            headers={"User-Agent": settings.user_agent, **settings.headers},
+            timeout=aiohttp.ClientTimeout(total=settings.timeout_s),
+            cookie_jar=jar,
             auto_decompress=True,
             trust_env=True,
         )
@@ -84,41 +82,81 @@ class Fetcher:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self._jar is not None and self._settings.cookie_jar:
+            cookies.save(self._jar, self._settings.cookie_jar)
 
     async def fetch_page(self, url: str) -> Fetched:
-        """GET a page; read its body (capped) when it is HTML and successful."""
-        return await self._request("GET", url, read_html=True)
+        """GET a page; read its body (capped) when it is HTML or CSS and successful."""
+        return await self._request("GET", url, read="html")
+
+    async def fetch_text(self, url: str) -> Fetched:
+        """GET any document (robots.txt, a sitemap) and read it, capped."""
+        return await self._request("GET", url, read="any")
 
     async def check(self, url: str) -> Fetched:
-        """HEAD a link, with GET (body unread) when the server refuses HEAD."""
-        fetched = await self._request("HEAD", url, read_html=False)
+        """HEAD a link (GET with ``--method get``), GET when the server refuses HEAD."""
+        if self._settings.method == "get":
+            return await self._request("GET", url, read="none")
+        fetched = await self._request("HEAD", url, read="none")
         if fetched.status in HEAD_REFUSED:
-            fetched = await self._request("GET", url, read_html=False)
+            fetched = await self._request("GET", url, read="none")
         return fetched
 
-    async def _request(self, method: str, url: str, *, read_html: bool) -> Fetched:
+    async def _request(self, method: str, url: str, *, read: Read) -> Fetched:
+        if self._local_root is not None and localsite.is_local_url(url):
+            return await localsite.fetch(
+                self._local_root,
+                url,
+                method,
+                read_html=read != "none",
+                cap=self._settings.max_body_bytes,
+            )
         assert self._session is not None, "use Fetcher as an async context manager"
         started = time.monotonic()
         fetched = Fetched(method=method)
+        headers, auth = self._per_request(url)
         try:
             async with self._session.request(
-                method, URL(url, encoded=True), allow_redirects=False
+                method,
+                URL(url, encoded=True),
+                allow_redirects=False,
+                headers=headers,
+                auth=auth,
             ) as response:
-                fetched.status = response.status
-                fetched.reason = response.reason
-                headers = response.headers
-                fetched.content_type = headers.get("Content-Type")
-                fetched.location = headers.get("Location")
-                fetched.retry_after = headers.get("Retry-After")
-                fetched.robots_tag = headers.get("X-Robots-Tag")
-                fetched.size = response.content_length
-                if read_html and 200 <= response.status < 300 and fetched.is_html:
+                self._take_headers(response, fetched)
+                wanted = read == "any" or (read == "html" and (fetched.is_html or fetched.is_css))
+                if wanted and 200 <= response.status < 300:
                     await self._read_capped(response, fetched)
         except Exception as exc:  # every failure becomes data on the link
             fetched.failure, fetched.error = classify_exception(exc)
             fetched.body = None
         fetched.elapsed_ms = int((time.monotonic() - started) * 1000)
         return fetched
+
+    def _per_request(self, url: str) -> tuple[dict[str, str] | None, aiohttp.BasicAuth | None]:
+        headers = None
+        if self._settings.hosts:
+            host = URL(url, encoded=True).host or ""
+            overrides = self._settings.host_settings(host)
+            if overrides is not None and overrides.headers:
+                headers = dict(overrides.headers)
+        auth = next((creds for pattern, creds in self._auth if pattern.search(url)), None)
+        return headers, auth
+
+    @staticmethod
+    def _take_headers(response: aiohttp.ClientResponse, fetched: Fetched) -> None:
+        fetched.status = response.status
+        fetched.reason = response.reason
+        headers = response.headers
+        fetched.content_type = headers.get("Content-Type")
+        fetched.location = headers.get("Location")
+        fetched.retry_after = headers.get("Retry-After")
+        fetched.robots_tag = headers.get("X-Robots-Tag")
+        fetched.size = response.content_length
+        for name in POLICY_HEADERS:
+            value = headers.get(name)
+            if value is not None:
+                fetched.headers[name] = value
 
     async def _read_capped(self, response: aiohttp.ClientResponse, fetched: Fetched) -> None:
         cap = self._settings.max_body_bytes
@@ -139,6 +177,9 @@ class Fetcher:
 def classify_exception(exc: BaseException) -> tuple[FailureKind, str]:
     """Map a client exception to a failure kind and a one-line message."""
     text = str(exc) or type(exc).__name__
+    os_error = getattr(exc, "os_error", None)
+    if isinstance(os_error, PrivateAddressError) or isinstance(exc, PrivateAddressError):
+        return FailureKind.PRIVATE_ADDRESS, str(os_error or exc)
     if isinstance(exc, asyncio.TimeoutError | TimeoutError):
         return FailureKind.TIMEOUT, "timed out"
     if isinstance(exc, aiohttp.InvalidURL):

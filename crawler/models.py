@@ -18,7 +18,8 @@ class UrlKind(enum.IntEnum):
 
     SKIP = 0  # recorded, never requested (non-HTTP scheme, excluded by filters)
     CHECK = 1  # requested to learn its status (HEAD, GET fallback), never parsed
-    PAGE = 2  # fetched with GET and, when HTML, parsed for links
+    ANCHORS = 2  # fetched with GET and parsed for its anchors only (fragment checks)
+    PAGE = 3  # fetched with GET and, when HTML, parsed for links
 
 
 class UrlState(enum.IntEnum):
@@ -37,6 +38,7 @@ class ResultClass(enum.StrEnum):
     BROKEN = "broken"
     SKIPPED = "skipped"
     EXCLUDED = "excluded"
+    BLOCKED = "blocked"  # a bot wall answered, not the page
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +112,7 @@ class Outcome:
     retry_at: float | None = None
     children: list[Discovered] = field(default_factory=list)
     redirect_to: Discovered | None = None
+    anchors: frozenset[str] | None = None  # set when fragments are checked
 
 
 @dataclass(frozen=True, slots=True)

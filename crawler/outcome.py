@@ -7,75 +7,131 @@ and the store.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 from crawler import extract
 from crawler.config import CrawlSettings
 from crawler.errors import FailureKind
-from crawler.fetch import Fetched
-from crawler.models import Discovered, LeasedUrl, Outcome, Result, ResultClass, UrlKind
+from crawler.fetch_types import Fetched
+from crawler.models import Discovered, Extracted, LeasedUrl, Outcome, Result, ResultClass, UrlKind
 from crawler.retry import retry_delay
 from crawler.scope import Scope, resolve_link
+from crawler.status import is_bot_wall, parse_accept
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The settings that judge a response, prepared once per crawl."""
+
+    accepted: frozenset[int]
+    blocked_as_broken: bool
+    include_fragments: bool
+    max_redirects: int
+    max_retries: int
+    retry_wait_s: float
+    max_retry_after_s: float
+
+    @classmethod
+    def from_settings(cls, settings: CrawlSettings) -> Policy:
+        return cls(
+            accepted=parse_accept(settings.accept),
+            blocked_as_broken=settings.blocked_as_broken,
+            include_fragments=settings.include_fragments,
+            max_redirects=settings.max_redirects,
+            max_retries=settings.max_retries,
+            retry_wait_s=settings.retry_wait_s,
+            max_retry_after_s=settings.max_retry_after_s,
+        )
 
 
 def build_outcome(
-    leased: LeasedUrl, fetched: Fetched, scope: Scope, settings: CrawlSettings, now: float
+    leased: LeasedUrl, fetched: Fetched, scope: Scope, policy: Policy, now: float
 ) -> Outcome:
     """Turn a response into what the frontier should record for this URL."""
-    delay = retry_delay(
-        status=fetched.status if fetched.failure is None else None,
-        failure=fetched.failure,
-        retry_after=fetched.retry_after,
-        attempts=leased.attempts,
-        max_retries=settings.max_retries,
-        base_wait_s=settings.retry_wait_s,
-        max_retry_after_s=settings.max_retry_after_s,
-    )
+    delay = retry_delay_for(leased, fetched, policy)
     if delay is not None:
         return Outcome(leased=leased, result=None, retry_at=now + delay)
-    result = _result(fetched)
+    result = classify(fetched, policy)
     if fetched.failure is not None:
         return Outcome(leased=leased, result=result)
     status = fetched.status or 0
-    if 300 <= status < 400:
-        return _redirect(leased, fetched, result, scope, settings)
-    children: list[Discovered] = []
-    if leased.kind == UrlKind.PAGE and fetched.body is not None and result.result_class == "ok":
-        children = page_children(leased, fetched, scope)
-    return Outcome(leased=leased, result=result, children=children)
+    if result.result_class == ResultClass.REDIRECTED:
+        return _redirect(leased, fetched, result, scope, policy)
+    outcome = Outcome(leased=leased, result=result)
+    if result.result_class != ResultClass.OK or fetched.body is None or not 200 <= status < 300:
+        return outcome
+    if fetched.is_css and leased.kind == UrlKind.PAGE:
+        outcome.children = css_children(leased, fetched, scope)
+    elif fetched.is_html:
+        text, encoding = extract.decode_html(fetched.body, fetched.content_type)
+        extracted = extract.extract_links(text)
+        if policy.include_fragments:
+            outcome.anchors = extracted.anchors
+        if leased.kind == UrlKind.PAGE:
+            outcome.children = page_children(leased, extracted, encoding, fetched, scope)
+    return outcome
 
 
-def _result(fetched: Fetched) -> Result:
-    base = Result(
+def retry_delay_for(leased: LeasedUrl, fetched: Fetched, policy: Policy) -> float | None:
+    """Seconds until this URL should be tried again, or None when the result is final."""
+    status = fetched.status if fetched.failure is None else None
+    if status is not None and status in policy.accepted:
+        return None
+    return retry_delay(
+        status=status,
+        failure=fetched.failure,
+        retry_after=fetched.retry_after,
+        attempts=leased.attempts,
+        max_retries=policy.max_retries,
+        base_wait_s=policy.retry_wait_s,
+        max_retry_after_s=policy.max_retry_after_s,
+    )
+
+
+def classify(fetched: Fetched, policy: Policy) -> Result:
+    """The result class of a final response."""
+    result = Result(
         result_class=ResultClass.OK,
         status=fetched.status,
         content_type=fetched.content_type,
         bytes=fetched.size,
         elapsed_ms=fetched.elapsed_ms,
     )
+    if fetched.failure == FailureKind.PRIVATE_ADDRESS:
+        result.result_class = ResultClass.EXCLUDED
+        result.error_kind = str(fetched.failure)
+        result.error = fetched.error
+        return result
     if fetched.failure is not None:
-        base.result_class = ResultClass.BROKEN
-        base.error_kind = str(fetched.failure)
-        base.error = fetched.error
-        return base
+        result.result_class = ResultClass.BROKEN
+        result.error_kind = str(fetched.failure)
+        result.error = fetched.error
+        return result
     status = fetched.status or 0
-    if 200 <= status < 300:
-        return base
+    if status in policy.accepted:
+        return result
     if 300 <= status < 400 and fetched.location:
-        base.result_class = ResultClass.REDIRECTED
-        return base
-    base.result_class = ResultClass.BROKEN
-    base.error_kind = str(FailureKind.HTTP_STATUS)
-    base.error = f"{status} {fetched.reason or ''}".strip()
-    return base
+        result.result_class = ResultClass.REDIRECTED
+        return result
+    result.error = f"{status} {fetched.reason or ''}".strip()
+    result.error_kind = str(FailureKind.HTTP_STATUS)
+    if is_bot_wall(status, fetched.headers) and not policy.blocked_as_broken:
+        result.result_class = ResultClass.BLOCKED
+        result.error = f"{result.error} (bot wall)"
+        return result
+    result.result_class = ResultClass.BROKEN
+    return result
 
 
 def _redirect(
-    leased: LeasedUrl, fetched: Fetched, result: Result, scope: Scope, settings: CrawlSettings
+    leased: LeasedUrl, fetched: Fetched, result: Result, scope: Scope, policy: Policy
 ) -> Outcome:
     """A 3xx: its target becomes a frontier row of its own (requested once)."""
-    if leased.hop >= settings.max_redirects:
+    if leased.hop >= policy.max_redirects:
         result.result_class = ResultClass.BROKEN
         result.error_kind = str(FailureKind.TOO_MANY_REDIRECTS)
-        result.error = f"more than {settings.max_redirects} redirects"
+        result.error = f"more than {policy.max_redirects} redirects"
         return Outcome(leased=leased, result=result)
     assert fetched.location is not None
     absolute = resolve_link(fetched.location, leased.url, "utf-8")
@@ -94,21 +150,39 @@ def _redirect(
     return Outcome(leased=leased, result=result, redirect_to=target)
 
 
-def page_children(leased: LeasedUrl, fetched: Fetched, scope: Scope) -> list[Discovered]:
-    """Links of a fetched HTML page, resolved, normalized, scoped, deduplicated."""
-    assert fetched.body is not None
-    text, encoding = extract.decode_html(fetched.body, fetched.content_type)
-    extracted = extract.extract_links(text)
+def page_children(
+    leased: LeasedUrl,
+    extracted: Extracted,
+    encoding: str,
+    fetched: Fetched,
+    scope: Scope,
+) -> list[Discovered]:
+    """Links of a parsed HTML page, resolved, normalized, scoped, deduplicated."""
     if extracted.nofollow or _robots_nofollow(fetched.robots_tag):
         return []
     base = leased.url
     if extracted.base_href:
         base = resolve_link(extracted.base_href, leased.url, encoding)
-    depth = leased.depth + 1
+    return _scoped(
+        ((raw.url, raw.element) for raw in extracted.links), base, encoding, leased.depth + 1, scope
+    )
+
+
+def css_children(leased: LeasedUrl, fetched: Fetched, scope: Scope) -> list[Discovered]:
+    """url() and @import references of an in-scope stylesheet."""
+    assert fetched.body is not None
+    text = fetched.body.decode("utf-8", "replace")
+    refs = ((ref, "css") for ref in extract.extract_css_urls(text))
+    return _scoped(refs, leased.url, "utf-8", leased.depth + 1, scope)
+
+
+def _scoped(
+    refs: Iterable[tuple[str, str]], base: str, encoding: str, depth: int, scope: Scope
+) -> list[Discovered]:
     seen: dict[tuple[str, str], Discovered] = {}
-    for raw in extracted.links:
-        absolute = resolve_link(raw.url, base, encoding)
-        found = scope.classify(absolute, element=raw.element, depth=depth)
+    for raw, element in refs:
+        absolute = resolve_link(raw, base, encoding)
+        found = scope.classify(absolute, element=element, depth=depth)
         key = (found.url, found.fragment)
         previous = seen.get(key)
         if previous is None or found.kind > previous.kind:

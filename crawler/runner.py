@@ -1,22 +1,24 @@
 """Running a crawl from code: what the CLI, the service and the tests share.
 
 ``start`` opens the database and records a new crawl, ``open_existing``
-prepares one for resuming, and ``run`` drives it with an engine until it
-finishes or ``stop`` is called.
+prepares one for resuming, and ``CrawlJob.run`` drives it with an engine until
+it finishes or ``stop`` is called.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crawler import urls
+from crawler import localsite, sitemaps, urls
 from crawler.config import CrawlSettings
 from crawler.engine import Engine
 from crawler.errors import InvalidURLError, UsageError
 from crawler.fetch import Fetcher
-from crawler.models import Discovered, UrlKind
+from crawler.models import Discovered
+from crawler.robots import Robots
 from crawler.scope import Scope
 from crawler.store import crawls, db
 from crawler.store.async_store import AsyncFrontier
@@ -30,7 +32,9 @@ class CrawlJob:
     settings: CrawlSettings
     scope: Scope
     seeds: list[Discovered] = field(default_factory=list)
+    local_root: Path | None = None
     engine: Engine | None = None
+    _stopped: bool = False
 
     @property
     def crawl_id(self) -> int:
@@ -38,6 +42,7 @@ class CrawlJob:
 
     def stop(self) -> None:
         """Ask the running engine to stop gracefully."""
+        self._stopped = True
         if self.engine is not None:
             self.engine.stop()
 
@@ -45,10 +50,11 @@ class CrawlJob:
         """Crawl until finished (True) or stopped (False); records active time."""
         started = time.monotonic()
         try:
-            if self.seeds:
-                await self.frontier.enqueue(self.seeds, time.time())
-                self.seeds = []
-            async with Fetcher(self.settings) as fetcher:
+            async with Fetcher(self.settings, local_root=self.local_root) as fetcher:
+                if self.seeds:
+                    await self._enqueue_seeds(fetcher)
+                if self._stopped:
+                    return False
                 self.engine = Engine(
                     self.frontier,
                     fetcher,
@@ -62,25 +68,66 @@ class CrawlJob:
             crawl_id = self.crawl_id
             await self.frontier.call(lambda conn: crawls.add_elapsed(conn, crawl_id, elapsed))
 
+    async def _enqueue_seeds(self, fetcher: Fetcher) -> None:
+        """The seeds, then the pages their sitemaps list (first run only)."""
+        await self.frontier.enqueue(self.seeds, time.time())
+        wanted = list(self.settings.sitemaps)
+        if self.settings.use_sitemaps:
+            robots = Robots(fetcher, self.frontier, self.settings.user_agent)
+            for seed in self.seeds:
+                if seed.host:
+                    wanted.extend(await robots.sitemaps(seed.url, seed.host))
+        if wanted:
+            pages = await sitemaps.collect(
+                fetcher, wanted, self.settings.max_urls or sitemaps.MAX_URLS
+            )
+            found = [self.scope.classify(page, element="sitemap", depth=0) for page in pages]
+            await self.frontier.enqueue(found, time.time())
+        self.seeds = []
+
     def close(self) -> None:
         """Close the database connection and the writer thread."""
         self.frontier.close()
 
 
-def normalize_seeds(raw_seeds: list[str]) -> list[str]:
-    """Seeds as normalized keys; a bad one is a usage error naming it."""
-    keys = []
+def prepare_seeds(raw_seeds: list[str]) -> tuple[list[str], list[str], Path | None]:
+    """(seeds to record, normalized seed URLs, local root); UsageError for a bad seed.
+
+    A seed naming a directory becomes the local site's root URL; it is
+    recorded as an absolute path so a resume from elsewhere finds it.
+    """
+    recorded, keys = [], []
+    local_root: Path | None = None
     for seed in raw_seeds:
+        if localsite.is_local_seed(seed):
+            root = Path(seed).resolve()
+            if local_root is not None and root != local_root:
+                raise UsageError("only one local directory can be crawled at a time")
+            local_root = root
+            recorded.append(str(root))
+            keys.append(localsite.LOCAL_ORIGIN + "/")
+            continue
         if not urls.is_http(seed):
             scheme = urls.scheme_of(seed)
-            problem = f"unsupported scheme {scheme!r}" if scheme else "not an http(s) URL"
-            raise UsageError(f"seed {seed!r}: {problem}")
+            if not scheme and "://" not in seed:
+                raise UsageError(f"seed {seed!r}: not an http(s) URL or a directory")
+            raise UsageError(f"seed {seed!r}: unsupported scheme {scheme!r}")
         try:
             key, _ = urls.normalize(seed)
         except InvalidURLError as exc:
             raise UsageError(f"seed {seed!r}: {exc}") from exc
+        recorded.append(seed)
         keys.append(key)
-    return keys
+    return recorded, keys, local_root
+
+
+def _frontier(conn: sqlite3.Connection, crawl_id: int, settings: CrawlSettings) -> AsyncFrontier:
+    return AsyncFrontier(
+        conn,
+        crawl_id,
+        max_urls=settings.max_urls,
+        max_cache_age_s=settings.max_cache_age_s,
+    )
 
 
 def start(
@@ -93,19 +140,16 @@ def start(
     """Record a new crawl in the database (keeping any earlier ones)."""
     if not raw_seeds:
         raise UsageError("no seed URL given")
-    seed_keys = normalize_seeds(raw_seeds)
+    recorded, keys, local_root = prepare_seeds(raw_seeds)
     conn = db.open_database(db_path, durability=durability)
     try:
-        crawl_id = crawls.create(conn, raw_seeds, settings.model_dump(), time.time())
+        crawl_id = crawls.create(conn, recorded, settings.model_dump(), time.time())
     except BaseException:
         conn.close()
         raise
-    seeds = [
-        Discovered(url=key, host=urls.host_of(key), kind=UrlKind.PAGE, element="seed")
-        for key in seed_keys
-    ]
-    frontier = AsyncFrontier(conn, crawl_id, max_urls=settings.max_urls)
-    return CrawlJob(frontier, settings, Scope.build(settings, seed_keys), seeds)
+    scope = Scope.build(settings, keys)
+    seeds = [scope.classify(key, element="seed", depth=0) for key in keys]
+    return CrawlJob(_frontier(conn, crawl_id, settings), settings, scope, seeds, local_root)
 
 
 def open_existing(
@@ -120,9 +164,10 @@ def open_existing(
             found = crawls.latest_unfinished(conn)
             record = found if found is not None else crawls.get(conn)
         settings = CrawlSettings.model_validate(record.config)
-        seed_keys = normalize_seeds(record.seeds)
+        _, keys, local_root = prepare_seeds(record.seeds)
     except BaseException:
         conn.close()
         raise
-    frontier = AsyncFrontier(conn, record.id, max_urls=settings.max_urls)
-    return CrawlJob(frontier, settings, Scope.build(settings, seed_keys)), record
+    scope = Scope.build(settings, keys)
+    job = CrawlJob(_frontier(conn, record.id, settings), settings, scope, local_root=local_root)
+    return job, record

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from crawler import urls
 from crawler.config import CrawlSettings
 from crawler.errors import InvalidURLError
 from crawler.models import Discovered, ResultClass, UrlKind
+from crawler.netguard import is_private_host
 
-# Elements whose target is a document a person navigates to: crawled when in scope.
-PAGE_ELEMENTS = frozenset({"a", "area", "iframe", "frame", "meta", "seed"})
+# Elements whose target is a document a person navigates to (or an in-scope
+# stylesheet, parsed for its url() references): crawled when in scope.
+PAGE_ELEMENTS = frozenset({"a", "area", "iframe", "frame", "meta", "seed", "sitemap", "stylesheet"})
+# Elements whose fragment names an anchor in the target document.
+ANCHOR_ELEMENTS = frozenset({"a", "area", "iframe", "frame", "seed"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +37,8 @@ class Scope:
     no_follow: tuple[re.Pattern[str], ...]
     max_depth: int | None
     internal_only: bool
+    exclude_all_private: bool = False
+    include_fragments: bool = False
 
     @classmethod
     def build(cls, settings: CrawlSettings, seed_keys: list[str]) -> Scope:
@@ -49,6 +56,8 @@ class Scope:
             no_follow=tuple(re.compile(p) for p in settings.no_follow),
             max_depth=settings.max_depth,
             internal_only=settings.internal_only,
+            exclude_all_private=settings.exclude_all_private,
+            include_fragments=settings.include_fragments,
         )
 
     def is_in_scope(self, key: str, host: str) -> bool:
@@ -85,8 +94,7 @@ class Scope:
                 result=ResultClass.BROKEN,
                 reason=f"invalid URL: {exc}",
             )
-        if not fragment_kept:
-            fragment = ""
+        fragment = unquote(fragment) if fragment_kept else ""
         host = urls.host_of(key)
         if self._is_excluded(key):
             return Discovered(
@@ -97,6 +105,16 @@ class Scope:
                 fragment=fragment,
                 result=ResultClass.EXCLUDED,
                 reason="excluded by filter",
+            )
+        if self.exclude_all_private and is_private_host(host):
+            return Discovered(
+                url=key,
+                host=host,
+                kind=UrlKind.SKIP,
+                element=element,
+                fragment=fragment,
+                result=ResultClass.EXCLUDED,
+                reason="private address (--exclude-all-private)",
             )
         in_scope = self.is_in_scope(key, host)
         if self.internal_only and not in_scope:
@@ -116,6 +134,14 @@ class Scope:
             and not any(p.search(key) for p in self.no_follow)
         )
         kind = UrlKind.PAGE if crawl else UrlKind.CHECK
+        if (
+            kind == UrlKind.CHECK
+            and self.include_fragments
+            and fragment
+            and element in ANCHOR_ELEMENTS
+            and not fragment.startswith(":~:")
+        ):
+            kind = UrlKind.ANCHORS  # fetched once with GET to learn its anchors
         return Discovered(url=key, host=host, kind=kind, element=element, fragment=fragment)
 
     def _is_excluded(self, key: str) -> bool:

@@ -122,6 +122,7 @@ async def scenario(graph: Graph, db_path: Path, concurrency: int) -> None:
         reachable, broken = expected(graph)
 
         fetched = main.paths_requested("GET")
+        assert fetched.pop("/robots.txt") == 1
         assert set(fetched) == {f"/n{i}" for i in reachable}
         assert all(count == 1 for count in fetched.values()), fetched
         assert not main.paths_requested("HEAD")

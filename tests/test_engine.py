@@ -10,7 +10,10 @@ from sitekit import Page, SiteServer
 
 
 def gets(server: SiteServer) -> dict[str, int]:
-    return dict(server.paths_requested("GET"))
+    """GET requests per path, robots.txt aside (asked once per host)."""
+    counts = dict(server.paths_requested("GET"))
+    assert counts.pop("/robots.txt", 1) == 1
+    return counts
 
 
 async def test_every_form_of_a_url_is_requested_once(site_server, tmp_path: Path) -> None:
@@ -62,7 +65,7 @@ async def test_page_with_5000_links_terminates(site_server, tmp_path: Path) -> N
                        host_concurrency=64)
     assert data.summary.links == 5001
     assert data.summary.broken == 2500
-    assert len(server.records) == 5001 + 0  # every link once, HEAD or GET
+    assert len(server.records) == 5001 + 1  # every link once, HEAD or GET, and robots.txt
 
 
 def _mixed_site(other: SiteServer) -> dict[str, Page]:

@@ -24,12 +24,19 @@ T = TypeVar("T")
 class AsyncFrontier:
     """``Frontier``'s contract, awaitable; calls are serialized on one thread."""
 
-    def __init__(self, conn: sqlite3.Connection, crawl_id: int, **frontier_options: int | None):
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        crawl_id: int,
+        *,
+        max_urls: int | None = None,
+        max_cache_age_s: float | None = None,
+    ) -> None:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="crawler-writer"
         )
         self._conn = conn
-        self.sync = Frontier(conn, crawl_id, **frontier_options)  # type: ignore[arg-type]
+        self.sync = Frontier(conn, crawl_id, max_urls=max_urls, max_cache_age_s=max_cache_age_s)
         self.crawl_id = crawl_id
 
     async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -44,7 +44,7 @@ ON CONFLICT (crawl_id, url) DO UPDATE SET
     kind = excluded.kind,
     depth = MIN(url.depth, excluded.depth),
     state = CASE WHEN url.state = 2 THEN 0 ELSE url.state END
-WHERE url.kind = 1 AND excluded.kind = 2
+WHERE url.kind >= 1 AND excluded.kind > url.kind
 RETURNING id, kind
 """
 
@@ -77,6 +77,7 @@ class Frontier:
         *,
         max_urls: int | None = None,
         seen_cache_size: int = DEFAULT_SEEN_CACHE_SIZE,
+        max_cache_age_s: float | None = None,
     ) -> None:
         self._conn = conn
         self.crawl_id = crawl_id
@@ -86,6 +87,8 @@ class Frontier:
         self._host_ids: OrderedDict[str, int] = OrderedDict()
         self._host_names: dict[int, str] = {}
         self._url_count: int | None = None
+        self._max_cache_age_s = max_cache_age_s
+        self._earlier_crawls: list[int] | None = None
 
     # -- the contract -------------------------------------------------------
 
@@ -210,7 +213,7 @@ class Frontier:
             "(SELECT count(*) FROM url WHERE crawl_id = ?1 AND state = 0), "
             "(SELECT count(*) FROM url WHERE crawl_id = ?1 AND state = 1), "
             "(SELECT count(*) FROM url WHERE crawl_id = ?1), "
-            "(SELECT count(*) FROM url WHERE crawl_id = ?1 AND kind = 2 AND state = 2), "
+            "(SELECT count(*) FROM url WHERE crawl_id = ?1 AND kind = 3 AND state = 2), "
             "(SELECT count(*) FROM result r JOIN url u ON u.id = r.url_id "
             " WHERE r.class = 'broken' AND u.crawl_id = ?1)",
             (self.crawl_id,),
@@ -261,6 +264,11 @@ class Frontier:
             target = self._upsert(child, depth=leased.depth + 1, hop=0, now=now)
             if target is not None:
                 edges.append((target, leased.id, child.fragment, child.element))
+        if outcome.anchors is not None:
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO anchor (url_id, name) VALUES (?, ?)",
+                [(leased.id, ""), *((leased.id, name) for name in outcome.anchors)],
+            )
         if edges:
             self._conn.executemany(
                 "INSERT OR IGNORE INTO link (target_id, source_id, fragment, element) "
@@ -303,6 +311,8 @@ class Frontier:
             url_id, kind = row
             if cached is None:
                 self._bump_count()
+                if item.kind == UrlKind.CHECK and self._max_cache_age_s is not None:
+                    self._reuse_earlier_result(url_id, item.url, now)
                 if item.kind == UrlKind.SKIP:
                     self._conn.execute(
                         _RESULT,
@@ -326,6 +336,32 @@ class Frontier:
             ).fetchone()
         self._remember(item.url, url_id, kind)
         return int(url_id)
+
+    def _reuse_earlier_result(self, url_id: int, url: str, now: float) -> None:
+        """``--max-cache-age``: a fine result from an earlier crawl completes the row."""
+        assert self._max_cache_age_s is not None
+        if self._earlier_crawls is None:
+            self._earlier_crawls = [
+                row[0]
+                for row in self._conn.execute(
+                    "SELECT id FROM crawl WHERE id <> ? ORDER BY id DESC LIMIT 20",
+                    (self.crawl_id,),
+                )
+            ]
+        if not self._earlier_crawls:
+            return
+        marks = ",".join("?" * len(self._earlier_crawls))
+        row = self._conn.execute(
+            f"SELECT r.status, r.content_type, r.bytes, r.elapsed_ms, r.checked_at "
+            f"FROM url p JOIN result r ON r.url_id = p.id "
+            f"WHERE p.crawl_id IN ({marks}) AND p.url = ? AND r.class = 'ok' "
+            f"AND r.checked_at >= ? ORDER BY r.checked_at DESC LIMIT 1",
+            (*self._earlier_crawls, url, now - self._max_cache_age_s),
+        ).fetchone()
+        if row is None:
+            return
+        self._conn.execute("UPDATE url SET state = 2 WHERE id = ?", (url_id,))
+        self._conn.execute(_RESULT, (url_id, "ok", row[0], None, None, None, *row[1:]))
 
     def _remember(self, url: str, url_id: int, kind: int) -> None:
         self._seen[url] = (url_id, kind)

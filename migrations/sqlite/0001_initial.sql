@@ -24,7 +24,7 @@ CREATE TABLE url (
     crawl_id          INTEGER NOT NULL REFERENCES crawl (id),
     url               TEXT    NOT NULL,            -- normalized, without fragment
     host_id           INTEGER REFERENCES host (id),  -- NULL when not HTTP
-    kind              INTEGER NOT NULL,            -- 0 skip, 1 check, 2 page
+    kind              INTEGER NOT NULL,            -- 0 skip, 1 check, 2 anchors, 3 page
     depth             INTEGER NOT NULL,            -- link hops from a seed
     hop               INTEGER NOT NULL DEFAULT 0,  -- redirect hops from a linked URL
     state             INTEGER NOT NULL DEFAULT 0,  -- 0 pending, 1 leased, 2 done

@@ -7,7 +7,8 @@ SELECT u.crawl_id,
        u.id                                   AS url_id,
        u.url,
        h.name                                 AS host,
-       CASE u.kind WHEN 0 THEN 'skip' WHEN 1 THEN 'check' ELSE 'page' END AS kind,
+       CASE u.kind WHEN 0 THEN 'skip' WHEN 1 THEN 'check' WHEN 2 THEN 'anchors' ELSE 'page' END
+           AS kind,
        u.depth,
        CASE u.state WHEN 0 THEN 'pending' WHEN 1 THEN 'leased' ELSE 'done' END AS state,
        r.class,
@@ -124,7 +125,7 @@ SELECT u.crawl_id,
        h.name                                        AS host,
        COUNT(*)                                      AS urls,
        SUM(r.class = 'broken')                       AS broken,
-       SUM(u.kind = 2)                               AS pages,
+       SUM(u.kind = 3)                               AS pages,
        CAST(AVG(r.elapsed_ms) AS INTEGER)            AS avg_ms
 FROM url u
 JOIN host h ON h.id = u.host_id

@@ -1,0 +1,329 @@
+"""Links out of documents: decode the bytes, parse once, return raw links.
+
+A pure function of the page's content, as lychee's extractor is: no URL
+resolution (that is ``urls.resolve``, given ``Extracted.base_href`` and the
+encoding from ``decode_html``), no I/O, no exceptions on hostile input. One
+Lexbor CSS pass visits every element that can carry a link, an anchor, a base
+or a robots directive, in document order.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from itertools import accumulate
+from operator import sub
+
+from selectolax.lexbor import LexborHTMLParser
+
+from crawler.models import Extracted, RawLink
+
+PRESCAN_BYTES = 1024  # how far into the body <meta charset> is looked for, as WHATWG does
+_WHITESPACE = " \t\n\r\f"  # ASCII whitespace as HTML defines it
+
+# Which attributes of which elements hold a URL. <meta> is handled apart.
+LINK_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    "a": ("href",),
+    "area": ("href",),
+    "img": ("src", "srcset"),
+    "source": ("src", "srcset"),
+    "script": ("src",),
+    "link": ("href",),
+    "iframe": ("src",),
+    "frame": ("src",),
+    "video": ("src", "poster"),
+    "audio": ("src",),
+    "track": ("src",),
+    "embed": ("src",),
+    "object": ("data",),
+}
+_SELECTOR = ", ".join([*LINK_ATTRIBUTES, "meta", "base", "style", "[id]", "[style]"])
+
+MAX_DEPTH = 512  # deeper nesting is flattened before parsing (Blink caps at 512 too)
+_DEPTH_CHECK_TAGS = 4096  # fewer tags than this parse fast at any depth
+_UNNESTED = (
+    "area|base|br|col|embed|hr|img|input|link|meta|source|track|wbr|p|li|dt|dd|option|tr|td|th"
+)
+_DEPTH_TAG = re.compile(rf"<(/?)(?!(?:{_UNNESTED})[\s/>])[A-Za-z]", re.IGNORECASE)
+_DEPTH_DELTA = {"": 1, "/": -1}
+_KEPT = (
+    "|".join(LINK_ATTRIBUTES)
+    + "|html|head|body|meta|base|frameset|template|noscript"
+    + "|style|textarea|title|xmp|noembed|noframes|plaintext"  # raw text: keep its end tag
+)
+_FLATTEN = re.compile(rf"</?(?!(?:{_KEPT})[\s/>])[A-Za-z][^\s/>]*", re.IGNORECASE)
+
+_META_CHARSET = re.compile(rb"<meta[^>]*?charset\s*=\s*[\"']?\s*([A-Za-z0-9_.:\-]+)", re.IGNORECASE)
+_HEADER_CHARSET = re.compile(r"charset\s*=\s*[\"']?\s*([A-Za-z0-9_.:\-]+)", re.IGNORECASE)
+_REFRESH = re.compile(r"[ \t\n\r\f]*[0-9.]+(?:[;, \t\n\r\f][ \t\n\r\f;,]*(.*))?", re.DOTALL)
+_REFRESH_URL_PREFIX = re.compile(r"url[ \t\n\r\f]*=[ \t\n\r\f]*", re.IGNORECASE)
+_CSS_URL = re.compile(
+    r"""url\(\s*(?:"([^"]*)"|'([^']*)'|([^)"'\s]*))\s*\)|@import\s+(?:"([^"]*)"|'([^']*)')""",
+    re.IGNORECASE,
+)
+
+# Python codec name -> WHATWG encoding name, for the encodings WHATWG knows.
+# WHATWG folds latin-1 and ASCII into windows-1252, and a few others alike.
+_WHATWG_NAMES = {
+    "utf-8": "utf-8",
+    "ascii": "windows-1252",
+    "iso8859-1": "windows-1252",
+    "iso8859-9": "windows-1254",
+    "iso8859-11": "windows-874",
+    "tis-620": "windows-874",
+    "cp874": "windows-874",
+    "koi8-r": "koi8-r",
+    "koi8-u": "koi8-u",
+    "mac-roman": "macintosh",
+    "mac-cyrillic": "x-mac-cyrillic",
+    "cp866": "ibm866",
+    "gb2312": "gbk",
+    "gbk": "gbk",
+    "cp936": "gbk",
+    "gb18030": "gb18030",
+    "big5": "big5",
+    "big5hkscs": "big5",
+    "cp950": "big5",
+    "euc_jp": "euc-jp",
+    "iso2022_jp": "iso-2022-jp",
+    "shift_jis": "shift_jis",
+    "cp932": "shift_jis",
+    "euc_kr": "euc-kr",
+    "cp949": "euc-kr",
+    "utf-16-le": "utf-16le",
+    "utf-16-be": "utf-16be",
+    "utf-16": "utf-16le",
+    **{f"iso8859-{n}": f"iso-8859-{n}" for n in (2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16)},
+    **{f"cp125{n}": f"windows-125{n}" for n in range(9)},
+}
+# WHATWG encoding name -> the Python codec that decodes it (its superset, where
+# WHATWG's encoding is wider than the Python one of the same name).
+_DECODERS = {
+    "windows-1252": "cp1252",
+    "windows-874": "cp874",
+    "x-mac-cyrillic": "mac-cyrillic",
+    "gbk": "gb18030",
+    "big5": "big5hkscs",
+    "shift_jis": "cp932",
+    "euc-kr": "cp949",
+}
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_BE, "utf-16be"),
+    (codecs.BOM_UTF16_LE, "utf-16le"),
+)
+
+
+def encoding_from_label(label: str) -> str | None:
+    """The WHATWG encoding name for a charset label, None when unknown."""
+    try:
+        python_name = codecs.lookup(label.strip(_WHITESPACE).lower()).name
+    except (LookupError, ValueError):  # ValueError: a NUL in the label
+        return None
+    return _WHATWG_NAMES.get(python_name)
+
+
+def _sniff(body: bytes, content_type: str | None) -> tuple[str, int]:
+    """The document's encoding and the length of its BOM, in WHATWG order."""
+    for bom, name in _BOMS:
+        if body.startswith(bom):
+            return name, len(bom)
+    header = _HEADER_CHARSET.search(content_type) if content_type else None
+    if header is not None and (header_name := encoding_from_label(header.group(1))):
+        return header_name, 0
+    for meta in _META_CHARSET.finditer(body, 0, PRESCAN_BYTES):
+        if meta_name := encoding_from_label(meta.group(1).decode("ascii")):
+            # A page that says UTF-16 in ASCII bytes is not UTF-16.
+            return ("utf-8" if meta_name.startswith("utf-16") else meta_name), 0
+    return "utf-8", 0
+
+
+def decode_html(body: bytes, content_type: str | None) -> tuple[str, str]:
+    """Decode a page to text as a browser would; returns ``(text, encoding)``.
+
+    Order: BOM, the Content-Type charset, ``<meta charset>`` in the first
+    1024 bytes, else UTF-8. Unknown labels are ignored. Bad bytes become
+    U+FFFD, never an error. ``encoding`` is a WHATWG name meant for
+    ``urls.resolve``; for UTF-16 documents it is "utf-8", as URLs use.
+    """
+    name, bom_length = _sniff(body, content_type)
+    decoder = _DECODERS.get(name, name)
+    try:
+        text = body[bom_length:].decode(decoder, errors="replace")
+    except (LookupError, UnicodeError):  # defensive: every table entry decodes
+        text, name = body.decode("utf-8", errors="replace"), "utf-8"
+    return text, ("utf-8" if name.startswith("utf-16") else name)
+
+
+def parse_srcset(value: str) -> list[str]:
+    """The candidate URLs of a srcset, per the HTML parsing rules.
+
+    A URL runs until whitespace, so it may contain commas ("b,c.jpg"); a URL
+    ending in commas loses them; descriptors ("2x", "100w") run to the next
+    comma outside parentheses.
+    """
+    urls: list[str] = []
+    pos, end = 0, len(value)
+    while True:
+        while pos < end and (value[pos] in _WHITESPACE or value[pos] == ","):
+            pos += 1
+        if pos >= end:
+            return urls
+        start = pos
+        while pos < end and value[pos] not in _WHITESPACE:
+            pos += 1
+        url = value[start:pos]
+        if url.endswith(","):
+            url = url.rstrip(",")
+        else:
+            pos = _skip_descriptors(value, pos)
+        if url:
+            urls.append(url)
+
+
+def _skip_descriptors(value: str, pos: int) -> int:
+    """Position just past the descriptors that follow a srcset URL."""
+    depth = 0
+    for i in range(pos, len(value)):
+        char = value[i]
+        if char == "(":
+            depth += 1
+        elif char == ")" and depth:
+            depth -= 1
+        elif char == "," and not depth:
+            return i + 1
+    return len(value)
+
+
+def refresh_url(content: str) -> str | None:
+    """The URL of a ``<meta http-equiv=refresh>`` content, None when it has none.
+
+    "5; url=/next", "0;URL='/next'" and "5, /next" all give "/next".
+    """
+    match = _REFRESH.match(content)
+    if match is None or not match.group(1):
+        return None
+    url = match.group(1)
+    if prefix := _REFRESH_URL_PREFIX.match(url):
+        url = url[prefix.end() :]
+    if url[:1] in ("'", '"'):
+        url = url[1:].partition(url[0])[0]
+    url = url.strip(_WHITESPACE)
+    return url or None
+
+
+def _robots_nofollow(content: str) -> bool:
+    tokens = {token.strip(_WHITESPACE).lower() for token in content.split(",")}
+    return "nofollow" in tokens or "none" in tokens
+
+
+def _max_depth(html: str) -> int:
+    """An estimate of the deepest element nesting, from tags alone.
+
+    Void and self-closing-in-practice elements (p, li, td...) do not count; a
+    stray end tag never takes the depth below 0. Runs in C loops only.
+    """
+    prefix = list(accumulate(map(_DEPTH_DELTA.__getitem__, _DEPTH_TAG.findall(html)), initial=0))
+    return int(max(map(sub, prefix, accumulate(prefix, min))))
+
+
+def _parser(html: str) -> LexborHTMLParser:
+    """Parse, guarding against the one input Lexbor is slow on.
+
+    Each block start tag (div, section, ul...) walks the stack of open
+    elements, so thousands of unclosed ones cost quadratic time (100,000
+    nested divs: 10 s). Past ``MAX_DEPTH``, as browsers cap depth, every tag
+    that cannot carry a link becomes a void <br> with its attributes (ids
+    stay anchors): same links, flat tree. The rewrite is a regex, so tag-like
+    text inside attribute values is rewritten too; only such pages see it.
+    """
+    if html.count("<") > _DEPTH_CHECK_TAGS and _max_depth(html) > MAX_DEPTH:
+        html = _FLATTEN.sub("<br", html)
+    try:
+        return LexborHTMLParser(html)
+    except UnicodeEncodeError:  # lone surrogates: the parser wants valid UTF-8
+        return LexborHTMLParser(html.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
+
+
+def extract_links(html: str) -> Extracted:
+    """Every link a page holds, in document order, with what changes their meaning.
+
+    Links: a/area href, img/source src and srcset (each candidate), script
+    src, link href (element "stylesheet" for rel=stylesheet), iframe/frame
+    src, video src and poster, audio/track/embed src, object data, meta
+    refresh content, and url()/@import in <style> and style attributes
+    (element "style"). Values are stripped; empty and
+    whitespace-only values are skipped (an empty href only points back to the
+    page itself). Also the first <base href>, robots nofollow ("nofollow" or
+    "none"), and the anchors (every id and every a[name]). Never raises.
+    """
+    links: list[RawLink] = []
+    anchors: set[str] = set()
+    base_href: str | None = None
+    nofollow = False
+    for node in _parser(html).css(_SELECTOR):
+        attrs = node.attributes
+        if anchor := attrs.get("id"):
+            anchors.add(anchor)
+        tag = node.tag or ""
+        if inline := attrs.get("style"):
+            links.extend(RawLink(url, "style", "style") for url in extract_css_urls(inline))
+        if (names := LINK_ATTRIBUTES.get(tag)) is not None:
+            if tag == "a" and (name := attrs.get("name")):
+                anchors.add(name)
+            if tag == "link" and "stylesheet" in (attrs.get("rel") or "").lower().split():
+                tag = "stylesheet"  # crawled (parsed for url()) when in scope
+            _element_links(tag, names, attrs, links)
+        elif tag == "style":
+            css = node.text(deep=True) or ""
+            links.extend(RawLink(url, "style", "url") for url in extract_css_urls(css))
+        elif tag == "meta":
+            nofollow = _meta(attrs, links) or nofollow
+        elif tag == "base" and base_href is None:
+            base_href = _stripped(attrs.get("href")) or None
+    return Extracted(links, base_href=base_href, nofollow=nofollow, anchors=frozenset(anchors))
+
+
+def _stripped(value: str | None) -> str:
+    return value.strip(_WHITESPACE) if value else ""
+
+
+def _element_links(
+    tag: str, names: tuple[str, ...], attrs: dict[str, str | None], links: list[RawLink]
+) -> None:
+    """Append the links one element holds, skipping empty values."""
+    for attribute in names:
+        value = attrs.get(attribute)
+        if not value or not (value := value.strip(_WHITESPACE)):
+            continue
+        if attribute == "srcset":
+            links.extend([RawLink(url, tag, attribute) for url in parse_srcset(value)])
+        else:
+            links.append(RawLink(value, tag, attribute))
+
+
+def _meta(attrs: dict[str, str | None], links: list[RawLink]) -> bool:
+    """Record a refresh link; returns whether the meta says robots nofollow."""
+    content = attrs.get("content")
+    if not content:
+        return False
+    if _stripped(attrs.get("http-equiv")).lower() == "refresh":
+        if url := refresh_url(content):
+            links.append(RawLink(url, "meta", "content"))
+        return False
+    return _stripped(attrs.get("name")).lower() == "robots" and _robots_nofollow(content)
+
+
+def extract_css_urls(css: str) -> list[str]:
+    """``url(...)`` and ``@import "..."`` references of a stylesheet, in order.
+
+    A small regex scan, not a CSS parser: escapes and comments are not
+    interpreted. Empty references are skipped. Never raises.
+    """
+    urls = []
+    for match in _CSS_URL.finditer(css):
+        url = next((group for group in match.groups() if group is not None), "")
+        url = url.strip(_WHITESPACE)
+        if url:
+            urls.append(url)
+    return urls

@@ -1,0 +1,45 @@
+"""What one request produced: the record the fetchers return and the outcome reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from crawler.errors import FailureKind
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+CSS_TYPES = ("text/css",)
+
+
+@dataclass(slots=True)
+class Fetched:
+    """A response, or the failure that stopped it."""
+
+    method: str
+    status: int | None = None
+    reason: str | None = None
+    failure: FailureKind | None = None
+    error: str | None = None
+    content_type: str | None = None
+    location: str | None = None
+    retry_after: str | None = None
+    robots_tag: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)  # the few the policy reads
+    body: bytes | None = None
+    truncated: bool = False
+    size: int | None = None
+    elapsed_ms: int = 0
+
+    @property
+    def media_type(self) -> str:
+        """The content type without parameters, lowercased."""
+        return (self.content_type or "").split(";", 1)[0].strip().lower()
+
+    @property
+    def is_html(self) -> bool:
+        """Does the server say this is an HTML document?"""
+        return self.media_type in HTML_TYPES
+
+    @property
+    def is_css(self) -> bool:
+        """Does the server say this is a stylesheet?"""
+        return self.media_type in CSS_TYPES

@@ -1,0 +1,51 @@
+-- Anchors for fragment checks, robots.txt as fetched, and the views that use them.
+
+-- The ids and a[name]s of each parsed page, recorded only with
+-- --include-fragments. A row with name '' marks "this page was parsed", so a
+-- page without anchors is told apart from a page never parsed.
+CREATE TABLE anchor (
+    url_id  INTEGER NOT NULL,
+    name    TEXT    NOT NULL,
+    PRIMARY KEY (url_id, name)
+) WITHOUT ROWID;
+
+-- robots.txt per host and crawl, kept so a resumed crawl does not ask again.
+CREATE TABLE robots (
+    crawl_id    INTEGER NOT NULL REFERENCES crawl (id),
+    host_id     INTEGER NOT NULL REFERENCES host (id),
+    status      INTEGER,            -- NULL when it could not be fetched
+    body        TEXT    NOT NULL,
+    fetched_at  REAL    NOT NULL,
+    PRIMARY KEY (crawl_id, host_id)
+);
+
+-- Links to page#fragment where the page was parsed and has no such anchor.
+-- Text fragments (#:~:text=) and #top are never broken.
+CREATE VIEW broken_fragments AS
+SELECT u.crawl_id,
+       u.url || '#' || l.fragment                 AS url,
+       r.status,
+       'fragment #' || l.fragment || ' not found' AS error,
+       s.url                                      AS source,
+       l.element,
+       l.fragment
+FROM link l
+JOIN url u    ON u.id = l.target_id
+JOIN result r ON r.url_id = u.id
+JOIN url s    ON s.id = l.source_id
+WHERE l.fragment <> ''
+  AND l.element <> 'redirect'
+  AND substr(l.fragment, 1, 3) <> ':~:'
+  AND lower(l.fragment) <> 'top'
+  AND r.class = 'ok'
+  AND EXISTS (SELECT 1 FROM anchor a WHERE a.url_id = u.id AND a.name = '')
+  AND NOT EXISTS (SELECT 1 FROM anchor a WHERE a.url_id = u.id AND a.name = l.fragment);
+
+-- Links answered by a bot wall (Cloudflare challenge, 999, …), with sources.
+CREATE VIEW blocked_links AS
+SELECT u.crawl_id, u.url, r.status, r.error, s.url AS source, l.element
+FROM result r
+JOIN url u       ON u.id = r.url_id
+LEFT JOIN link l ON l.target_id = u.id AND l.element <> 'redirect'
+LEFT JOIN url s  ON s.id = l.source_id
+WHERE r.class = 'blocked';

@@ -1,0 +1,364 @@
+"""Link extraction: decoding, every link-bearing element, and hostile input."""
+
+from __future__ import annotations
+
+import codecs
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crawler.extract import (
+    decode_html,
+    encoding_from_label,
+    extract_css_urls,
+    extract_links,
+    parse_srcset,
+    refresh_url,
+)
+from crawler.models import RawLink
+
+# --- extract_links -------------------------------------------------------------
+
+
+def test_every_link_bearing_element_in_document_order() -> None:
+    html = """<!doctype html><html><head>
+    <link rel=stylesheet href=style.css><link rel=icon href=/favicon.ico>
+    <link rel=canonical href="https://example.com/"><script src=app.js></script>
+    <meta http-equiv=refresh content="5; url=/next"></head><body>
+    <a href=/page>x</a><map><area href=area.html></map>
+    <img src=i.png srcset="i1.png 1x, i2.png 2x">
+    <picture><source srcset="s.webp" src=s.png></picture>
+    <iframe src=frame.html></iframe><video src=v.mp4 poster=poster.jpg><track src=t.vtt></video>
+    <audio src=a.mp3></audio><embed src=e.swf><object data=o.pdf></object>
+    <frameset><frame src=f.html></frameset></body></html>"""
+    links = extract_links(html).links
+    assert links == [
+        RawLink("style.css", "stylesheet", "href"),
+        RawLink("/favicon.ico", "link", "href"),
+        RawLink("https://example.com/", "link", "href"),
+        RawLink("app.js", "script", "src"),
+        RawLink("/next", "meta", "content"),
+        RawLink("/page", "a", "href"),
+        RawLink("area.html", "area", "href"),
+        RawLink("i.png", "img", "src"),
+        RawLink("i1.png", "img", "srcset"),
+        RawLink("i2.png", "img", "srcset"),
+        RawLink("s.png", "source", "src"),
+        RawLink("s.webp", "source", "srcset"),
+        RawLink("frame.html", "iframe", "src"),
+        RawLink("v.mp4", "video", "src"),
+        RawLink("poster.jpg", "video", "poster"),
+        RawLink("t.vtt", "track", "src"),
+        RawLink("a.mp3", "audio", "src"),
+        RawLink("e.swf", "embed", "src"),
+        RawLink("o.pdf", "object", "data"),
+    ]
+
+
+def test_frames_in_a_frameset_document() -> None:
+    html = "<html><frameset><frame src=left.html><frame src=right.html></frameset></html>"
+    assert [link.url for link in extract_links(html).links] == ["left.html", "right.html"]
+
+
+def test_values_are_stripped_and_empty_ones_skipped() -> None:
+    html = """<a href="  /a\n">x</a><a href="">self</a><a href="   ">blank</a><a href>bare</a>
+    <a>no href</a><img src=" "><script></script><a href="\t/b">y</a>"""
+    assert [link.url for link in extract_links(html).links] == ["/a", "/b"]
+
+
+def test_attribute_names_and_tags_are_case_insensitive() -> None:
+    links = extract_links('<A HREF="/x">x</A><IMG SRC="/y">').links
+    assert links == [RawLink("/x", "a", "href"), RawLink("/y", "img", "src")]
+
+
+def test_entities_in_attributes_are_decoded() -> None:
+    assert extract_links('<a href="/a?x=1&amp;y=2">x</a>').links[0].url == "/a?x=1&y=2"
+
+
+def test_base_href_is_the_first_one_with_href() -> None:
+    html = '<head><base target=_blank><base href=" /docs/ "><base href="/other/"></head>'
+    assert extract_links(html).base_href == "/docs/"
+    assert extract_links("<a href=x>x</a>").base_href is None
+
+
+def test_anchors_are_ids_and_a_names() -> None:
+    html = '<h1 id="top">t</h1><a name="old-style">a</a><div name="not-an-anchor"></div>'
+    html += '<section id="Café"><p id="">empty</p><a id="both" name="also">x</a></section>'
+    assert extract_links(html).anchors == frozenset({"top", "old-style", "Café", "both", "also"})
+
+
+@pytest.mark.parametrize(
+    ("meta", "nofollow"),
+    [
+        ('<meta name="robots" content="nofollow">', True),
+        ('<meta name="ROBOTS" content="NoIndex, NoFollow">', True),
+        ('<meta name="robots" content="none">', True),
+        ('<meta name="robots" content="index,follow">', False),
+        ('<meta name="robots" content="nofollowing">', False),
+        ('<meta name="googlebot" content="nofollow">', False),
+        ('<meta name="description" content="nofollow">', False),
+        ("", False),
+    ],
+)
+def test_nofollow(meta: str, nofollow: bool) -> None:
+    assert extract_links(f"<head>{meta}</head><a href=x>x</a>").nofollow is nofollow
+
+
+@pytest.mark.parametrize(
+    ("content", "url"),
+    [
+        ("5; url=/next", "/next"),
+        ("0;URL=/next", "/next"),
+        ("0; Url = '/next'", "/next"),
+        ('3; url="/next" trailing', "/next"),
+        ("5, /next", "/next"),
+        ("5 /next", "/next"),
+        ("2.5; url=/n", "/n"),
+        ("0; url=http://example.com/?a=1;b=2", "http://example.com/?a=1;b=2"),
+        ("5", None),
+        ("5;", None),
+        ("5; url=", None),
+        ("soon; url=/x", None),
+        ("", None),
+    ],
+)
+def test_refresh_url(content: str, url: str | None) -> None:
+    assert refresh_url(content) == url
+
+
+def test_meta_refresh_link() -> None:
+    html = (
+        '<meta http-equiv="Refresh" content="0; URL=\'/moved\'"><meta http-equiv=refresh content=5>'
+    )
+    assert extract_links(html).links == [RawLink("/moved", "meta", "content")]
+
+
+@pytest.mark.parametrize(
+    ("srcset", "urls"),
+    [
+        ("a.jpg 1x, b,c.jpg 2x", ["a.jpg", "b,c.jpg"]),
+        ("a.jpg", ["a.jpg"]),
+        ("a.jpg 100w,b.jpg 200w", ["a.jpg", "b.jpg"]),
+        ("a.jpg,b.jpg", ["a.jpg,b.jpg"]),  # no whitespace after the comma: one URL
+        ("a.jpg,, b.jpg", ["a.jpg", "b.jpg"]),  # trailing commas end the URL
+        ("a.jpg, b.jpg", ["a.jpg", "b.jpg"]),
+        ("  ,, a.jpg  1x  ,  ", ["a.jpg"]),
+        ("data:image/png;base64,iVBO 1x, b.png 2x", ["data:image/png;base64,iVBO", "b.png"]),
+        ("a.jpg (max-width: 1px, 2px) 1x, b.jpg", ["a.jpg", "b.jpg"]),
+        ("", []),
+        (" , , ", []),
+    ],
+)
+def test_parse_srcset(srcset: str, urls: list[str]) -> None:
+    assert parse_srcset(srcset) == urls
+
+
+def test_srcset_links() -> None:
+    links = extract_links('<img srcset="a.jpg 1x, b,c.jpg 2x">').links
+    assert links == [RawLink("a.jpg", "img", "srcset"), RawLink("b,c.jpg", "img", "srcset")]
+
+
+def test_links_inside_templates_and_comments_are_not_extracted() -> None:
+    html = (
+        "<!-- <a href=/commented>x</a> --><script>var s = '<a href=/in-js>';</script><a href=/real>"
+    )
+    assert [link.url for link in extract_links(html).links] == ["/real"]
+
+
+# --- hostile input -------------------------------------------------------------
+
+
+def test_deeply_nested_elements_are_fast_and_keep_their_links() -> None:
+    html = '<div id="d"><a href="/x">' * 100_000 + "<span id=deep><img src=/deep.png>"
+    started = time.perf_counter()
+    extracted = extract_links(html)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 2.0  # unguarded, Lexbor takes ~10 s on this
+    assert len(extracted.links) == 100_001
+    assert extracted.links[-1] == RawLink("/deep.png", "img", "src")
+    assert extracted.anchors == frozenset({"d", "deep"})
+
+
+def test_deep_nesting_keeps_head_base_and_meta() -> None:
+    html = "<head><base href=/b/><meta name=robots content=nofollow></head><body>"
+    html += "<section>" * 5000 + '<p id=x><a href="y">y</a><iframe src="f"></iframe><b>x</b>'
+    extracted = extract_links(html)
+    assert extracted.base_href == "/b/"
+    assert extracted.nofollow is True
+    assert extracted.links == [RawLink("y", "a", "href"), RawLink("f", "iframe", "src")]
+    assert extracted.anchors == frozenset({"x"})
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "",
+        "<",
+        "<a href",
+        "<a href='unterminated",
+        "</a></a></div>",
+        "\x00\x01<a href=\x00>",
+        "<svg><a href=/svg-link>x</a></svg>",
+        "<table><a href=/fostered></table>",
+        "<a href=" + "x" * 100_000 + ">",
+        "\ud800<a href=/surrogate>",
+    ],
+)
+def test_malformed_html_never_raises(html: str) -> None:
+    extracted = extract_links(html)
+    assert all(link.url for link in extracted.links)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=2000), st.sampled_from([None, "text/html", "text/html; charset=x"]))
+def test_arbitrary_bytes_never_raise(body: bytes, content_type: str | None) -> None:
+    text, encoding = decode_html(body, content_type)
+    extracted = extract_links(text)
+    assert isinstance(encoding, str)
+    assert all(link.url == link.url.strip(" \t\n\r\f") and link.url for link in extracted.links)
+
+
+_TAG_SOUP = st.lists(
+    st.sampled_from(
+        [
+            *("<a href=", "<img srcset='", "<div>", "</div>", "<meta http-equiv=refresh content='"),
+            *("<base href=", ">", "'", '"', " 1x, ", ",", "x", "é", "<!--", "-->", "<script>", " "),
+        ]
+    ),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_TAG_SOUP)
+def test_tag_soup_never_raises(html: str) -> None:
+    extracted = extract_links(html)
+    assert all(link.url for link in extracted.links)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_parse_srcset_yields_nonempty_urls_without_whitespace(srcset: str) -> None:
+    for url in parse_srcset(srcset):
+        assert url
+        assert not any(c in url for c in " \t\n\r\f")
+        assert not url.endswith(",")
+
+
+# --- decode_html -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "text", "encoding"),
+    [
+        (b"caf\xc3\xa9", None, "café", "utf-8"),
+        (b"caf\xe9", "text/html; charset=ISO-8859-1", "café", "windows-1252"),
+        (b"caf\xe9", "text/html; charset=latin1", "café", "windows-1252"),
+        (b"\x80", "text/html; charset=us-ascii", "€", "windows-1252"),
+        (b"caf\xe9", 'text/html; charset="windows-1252"', "café", "windows-1252"),
+        (b"caf\xc3\xa9", "text/html;charset=utf8", "café", "utf-8"),
+        (b"\xe9", "text/html; charset=bogus", "\ufffd", "utf-8"),
+        (b"\xe9", "text/html; charset=utf-7", "\ufffd", "utf-8"),
+        (b"\xef\xbb\xbfcaf\xc3\xa9", "text/html; charset=latin1", "café", "utf-8"),
+        (codecs.BOM_UTF16_LE + "café".encode("utf-16-le"), None, "café", "utf-8"),
+        (codecs.BOM_UTF16_BE + "café".encode("utf-16-be"), None, "café", "utf-8"),
+        ("ソ".encode("shift_jis"), "text/html; charset=Shift_JIS", "ソ", "shift_jis"),
+        ("€".encode("cp1251"), "text/html; charset=windows-1251", "€", "windows-1251"),
+        (b"\xa4", "text/html; charset=iso-8859-15", "€", "iso-8859-15"),
+        (b"\xc3(\xff", None, "\ufffd(\ufffd", "utf-8"),
+        (b"\xff\xfeA", None, "\ufffd", "utf-8"),  # a UTF-16LE BOM, then half a code unit
+        (b"", None, "", "utf-8"),
+    ],
+)
+def test_decode_html(body: bytes, content_type: str | None, text: str, encoding: str) -> None:
+    assert decode_html(body, content_type) == (text, encoding)
+
+
+@pytest.mark.parametrize(
+    ("head", "encoding"),
+    [
+        (b'<meta charset="iso-8859-1">', "windows-1252"),
+        (b"<META CHARSET=latin1>", "windows-1252"),
+        (b"<meta charset='windows-1251'>", "windows-1251"),
+        (b'<meta http-equiv="Content-Type" content="text/html; charset=ISO-8859-2">', "iso-8859-2"),
+        (b'<meta content="text/html; charset=koi8-r" http-equiv="Content-Type">', "koi8-r"),
+        (b'<meta charset="utf-16">', "utf-8"),  # a page readable as ASCII is not UTF-16
+        (b'<meta charset="bogus"><meta charset="latin1">', "windows-1252"),
+        (b'<meta charset="bogus">', "utf-8"),
+        (b"<meta name=viewport>", "utf-8"),
+    ],
+)
+def test_decode_html_meta_prescan(head: bytes, encoding: str) -> None:
+    assert decode_html(head + b"<p>x</p>", None)[1] == encoding
+
+
+def test_header_charset_beats_meta_and_meta_beyond_1024_bytes_is_ignored() -> None:
+    body = b'<meta charset="koi8-r">\xe9'
+    assert decode_html(body, "text/html; charset=latin1") == (
+        '<meta charset="koi8-r">é',
+        "windows-1252",
+    )
+    late = b" " * 1024 + b'<meta charset="latin1">\xe9'
+    assert decode_html(late, None)[1] == "utf-8"
+
+
+def test_unknown_header_label_falls_back_to_meta() -> None:
+    assert (
+        decode_html(b'<meta charset="latin1">', "text/html; charset=nonsense")[1] == "windows-1252"
+    )
+
+
+@pytest.mark.parametrize(
+    ("label", "name"),
+    [
+        ("latin1", "windows-1252"),
+        ("ISO-8859-1", "windows-1252"),
+        ("ascii", "windows-1252"),
+        (" UTF-8 ", "utf-8"),
+        ("iso-8859-9", "windows-1254"),
+        ("gb2312", "gbk"),
+        ("sjis", "shift_jis"),
+        ("x-bogus", None),
+        ("rot13", None),
+        ("", None),
+    ],
+)
+def test_encoding_from_label(label: str, name: str | None) -> None:
+    assert encoding_from_label(label) == name
+
+
+# --- extract_css_urls ------------------------------------------------------------
+
+
+def test_extract_css_urls() -> None:
+    css = """@import "reset.css"; @import 'print.css' print; @import url(theme.css);
+    body { background: URL( "bg.png" ) } .a { background-image: url('a b.png') }
+    @font-face { src: url(font.woff2) format("woff2"), url() }
+    .b { content: "url-like" }"""
+    assert extract_css_urls(css) == [
+        "reset.css",
+        "print.css",
+        "theme.css",
+        "bg.png",
+        "a b.png",
+        "font.woff2",
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_extract_css_urls_never_raises(css: str) -> None:
+    assert all(extract_css_urls(css))
+
+
+def test_css_in_style_elements_and_attributes() -> None:
+    html = """<html><head><style>body { background: url('bg.png') }
+    @import "print.css";</style></head>
+    <body><div style="background: url(d.png)">x</div></body></html>"""
+    assert extract_links(html).links == [
+        RawLink("bg.png", "style", "url"),
+        RawLink("print.css", "style", "url"),
+        RawLink("d.png", "style", "style"),
+    ]
