@@ -7,6 +7,7 @@ jar exported from a logged-in browser session works as it is.
 from __future__ import annotations
 
 import http.cookiejar
+import time
 from http.cookies import Morsel
 from pathlib import Path
 
@@ -22,10 +23,13 @@ def load(jar: aiohttp.CookieJar, path: str) -> None:
         return
     source = http.cookiejar.MozillaCookieJar(path)
     try:
-        source.load(ignore_discard=True, ignore_expires=False)
+        source.load(ignore_discard=True, ignore_expires=True)
     except (OSError, http.cookiejar.LoadError) as exc:
         raise UsageError(f"cannot read cookie jar {path}: {exc}") from exc
+    now = time.time()
     for cookie in source:
+        if cookie.expires and cookie.expires < now:  # 0 means a session cookie (curl)
+            continue
         domain = cookie.domain.lstrip(".")
         scheme = "https" if cookie.secure else "http"
         morsel: Morsel[str] = Morsel()

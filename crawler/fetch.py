@@ -11,6 +11,7 @@ as a ``Fetched`` with a ``FailureKind``, never as an exception.
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
 import ssl
 import time
@@ -45,7 +46,7 @@ class Fetcher:
         self._session: aiohttp.ClientSession | None = None
         self._jar: aiohttp.CookieJar | None = None
         self._auth = [
-            (re.compile(pattern), aiohttp.BasicAuth(*credentials.split(":", 1)))
+            (re.compile(pattern), "Basic " + base64.b64encode(credentials.encode()).decode())
             for pattern, _, credentials in (e.partition(" ") for e in settings.basic_auth)
         ]
 
@@ -114,14 +115,13 @@ class Fetcher:
         assert self._session is not None, "use Fetcher as an async context manager"
         started = time.monotonic()
         fetched = Fetched(method=method)
-        headers, auth = self._per_request(url)
+        headers = self._per_request(url)
         try:
             async with self._session.request(
                 method,
                 URL(url, encoded=True),
                 allow_redirects=False,
                 headers=headers,
-                auth=auth,
             ) as response:
                 self._take_headers(response, fetched)
                 wanted = read == "any" or (read == "html" and (fetched.is_html or fetched.is_css))
@@ -133,15 +133,19 @@ class Fetcher:
         fetched.elapsed_ms = int((time.monotonic() - started) * 1000)
         return fetched
 
-    def _per_request(self, url: str) -> tuple[dict[str, str] | None, aiohttp.BasicAuth | None]:
-        headers = None
+    def _per_request(self, url: str) -> dict[str, str] | None:
+        """Headers for this URL only: its host's settings and matching credentials."""
+        headers: dict[str, str] = {}
         if self._settings.hosts:
             host = URL(url, encoded=True).host or ""
             overrides = self._settings.host_settings(host)
-            if overrides is not None and overrides.headers:
-                headers = dict(overrides.headers)
-        auth = next((creds for pattern, creds in self._auth if pattern.search(url)), None)
-        return headers, auth
+            if overrides is not None:
+                headers.update(overrides.headers)
+        for pattern, authorization in self._auth:
+            if pattern.search(url):
+                headers["Authorization"] = authorization
+                break
+        return headers or None
 
     @staticmethod
     def _take_headers(response: aiohttp.ClientResponse, fetched: Fetched) -> None:

@@ -171,3 +171,8 @@ def open_existing(
     scope = Scope.build(settings, keys)
     job = CrawlJob(_frontier(conn, record.id, settings), settings, scope, local_root=local_root)
     return job, record
+
+
+def normalize_seeds(raw_seeds: list[str]) -> list[str]:
+    """Normalized seed URLs; UsageError naming a bad one."""
+    return prepare_seeds(raw_seeds)[1]
