@@ -70,6 +70,10 @@ def build_outcome(
             outcome.anchors = extracted.anchors
         if leased.kind == UrlKind.PAGE:
             outcome.children = page_children(leased, extracted, encoding, fetched, scope)
+    if fetched.truncated:  # the links of the part read are still followed
+        result.result_class = ResultClass.BROKEN
+        result.error_kind = str(FailureKind.BODY_TOO_LARGE)
+        result.error = f"larger than --max-body-bytes ({fetched.size} bytes read)"
     return outcome
 
 

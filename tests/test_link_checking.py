@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import time
 from pathlib import Path
 
@@ -188,7 +189,8 @@ async def test_max_cache_age_reuses_fine_external_results(site_server, tmp_path:
     other = await site_server({"/ok": Page(), "/bad": Page(status=500)}, host="127.0.0.2")
     server = await site_server({"/": Page(links=[other.url("/ok"), other.url("/bad")])})
     await crawl(tmp_path / "c.db", [server.url("/")])
-    assert other.count("/ok") == 1 and other.count("/bad") == 1
+    assert other.count("/ok") == 1
+    assert other.count("/bad") == 1
     second = await crawl(tmp_path / "c.db", [server.url("/")], max_cache_age_s=86400)
     assert other.count("/ok") == 1  # reused
     assert other.count("/bad") == 2  # errors are never reused
@@ -246,7 +248,7 @@ async def test_host_request_interval_spaces_requests(tmp_path: Path, site_server
 
     server._arrive = timed  # type: ignore[method-assign]
     await crawl(tmp_path / "c.db", [server.url("/")], host_request_interval_s=0.1, robots=False)
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     assert len(arrivals) == 6
     assert min(gaps) >= 0.09
 

@@ -1,0 +1,82 @@
+"""Hostile servers: each behaviour is a recorded failure on its link; the crawl goes on.
+
+The seed page is on one loopback port and the hostile routes on others; with
+``--scope domain`` (same host name, any port) they are all crawled with GET.
+"""
+
+from __future__ import annotations
+
+import resource
+from pathlib import Path
+
+import pytest
+from crawlkit import crawl
+from sitekit import (
+    BIG_HTML_FIRST_LINK,
+    BIG_HTML_LAST_LINK,
+    DEEP_LINK,
+    LATIN1_HREFS,
+    MISLABELLED_HREF,
+    HostileServer,
+    Page,
+)
+
+HOSTILE = {
+    "endless": "larger than --max-body-bytes",
+    "drip?interval=0.5": "timed out",
+    "huge-headers": "invalid response",
+    "loop-a": "redirect loop",
+    "chain/50": "more than 10 redirects",
+    "bad-gzip": "invalid response",
+    "bad-brotli": "invalid response",
+    "bad-chunked": "invalid response",
+    "reset": "",
+    "big-html?size=5000000": "larger than --max-body-bytes",
+    "silent": "timed out",
+}
+FINE = ["deep", "latin1", "mislabelled"]
+
+
+@pytest.fixture
+async def hostile() -> HostileServer:
+    async with HostileServer(max_duration_s=20) as server:
+        yield server
+
+
+async def test_every_hostile_behaviour_is_a_recorded_failure(
+    site_server, hostile: HostileServer, tmp_path: Path
+) -> None:
+    long_url = hostile.url("/ok/" + "x" * 100_000)
+    links = [hostile.url(name) for name in [*HOSTILE, *FINE]] + [long_url]
+    server = await site_server({"/": Page(links=links)})
+    data = await crawl(tmp_path / "c.db", [server.url("/")], scope="domain", timeout_s=2,
+                       max_body_bytes=2_000_000, max_concurrency=32, host_concurrency=32)
+    broken = {b.url: b for b in data.broken}
+    for name, message in HOSTILE.items():
+        url = hostile.url(name)
+        assert url in broken, f"{name} not reported broken"
+        assert message in (broken[url].error or ""), (name, broken[url].error)
+        assert broken[url].sources == [server.url("/")]
+    for name in FINE:
+        assert hostile.url(name) not in broken, broken.get(hostile.url(name))
+    assert long_url in broken  # a 100 KB URL is recorded, not requested
+    requested = {target.split("?")[0] for _, target in hostile.requests}
+    assert DEEP_LINK in requested  # found 100,000 levels down
+    assert BIG_HTML_FIRST_LINK in requested  # the part read is still parsed
+    assert BIG_HTML_LAST_LINK not in requested
+    targets = [target for _, target in hostile.requests]
+    assert "/ok/latin1?q=caf%E9" in targets
+    assert any(t.startswith(MISLABELLED_HREF.split("?")[0]) for t in targets)
+    assert LATIN1_HREFS
+    assert data.crawl.state == "finished"
+
+
+async def test_a_100_mb_page_costs_bounded_memory(
+    site_server, hostile: HostileServer, tmp_path: Path
+) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    server = await site_server({"/": Page(links=[hostile.url("big-html")])})
+    data = await crawl(tmp_path / "c.db", [server.url("/")], scope="domain")
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert [b.url for b in data.broken] == [hostile.url("big-html")]
+    assert grown_mb < 80, f"peak RSS grew {grown_mb:.0f} MB for a capped 100 MB page"
