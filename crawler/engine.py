@@ -37,6 +37,9 @@ log = structlog.get_logger(__name__)
 
 MAX_COMMIT_BATCH = 512
 IDLE_POLL_S = 1.0
+WAL_LIMIT_BYTES = 64 * 1024 * 1024  # the WAL stays under this, readers or not
+WAL_CHECK_EVERY_S = 1.0
+WAL_STALL_POLL_S = 0.25
 
 
 @dataclass(slots=True)
@@ -50,6 +53,7 @@ class RunStats:
     retried: int = 0
     rejected: int = 0
     in_flight: int = 0
+    wal_stalls: int = 0
 
 
 class Engine:
@@ -74,6 +78,7 @@ class Engine:
         self._robots = Robots(fetcher, frontier, settings.user_agent) if settings.robots else None
         self._gate = HostGate(self._host_limits)
         self._timer: asyncio.TimerHandle | None = None
+        self._wal_checked_at = 0.0
         self._ready: OrderedDict[str, deque[LeasedUrl]] = OrderedDict()
         self._buffered = 0
         self._running: set[asyncio.Task[None]] = set()
@@ -265,6 +270,7 @@ class Engine:
             if self._draining and not self._outcomes:
                 return
             while self._outcomes:
+                await self._keep_wal_bounded()
                 batch = self._outcomes[:MAX_COMMIT_BATCH]
                 del self._outcomes[:MAX_COMMIT_BATCH]
                 self._committing += len(batch)
@@ -281,6 +287,26 @@ class Engine:
                 self._wake.set()
             if self._draining:
                 return
+
+    async def _keep_wal_bounded(self) -> None:
+        """Hold commits while a long reader keeps the WAL from being reset."""
+        now = time.monotonic()
+        if now - self._wal_checked_at < WAL_CHECK_EVERY_S:
+            return
+        self._wal_checked_at = now
+        warned = False
+        while not await self._frontier.bound_wal(WAL_LIMIT_BYTES):
+            if self._draining:
+                return  # stopping: commit what is done, a little past the limit
+            if not warned:
+                log.warning(
+                    "wal_limit_reached",
+                    limit_mb=WAL_LIMIT_BYTES >> 20,
+                    hint="a reader holds an old snapshot; commits wait for it",
+                )
+                warned = True
+            self.stats.wal_stalls += 1
+            await asyncio.sleep(WAL_STALL_POLL_S)
 
     def _count(self, batch: list[Outcome], accepted: list[bool]) -> None:
         for outcome, ok in zip(batch, accepted, strict=True):

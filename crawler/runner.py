@@ -7,6 +7,7 @@ it finishes or ``stop`` is called.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from pathlib import Path
 from crawler import localsite, sitemaps, urls
 from crawler.config import CrawlSettings
 from crawler.engine import Engine
-from crawler.errors import InvalidURLError, UsageError
+from crawler.errors import InvalidURLError, StoreError, UsageError
 from crawler.fetch import Fetcher
 from crawler.models import Discovered
 from crawler.robots import Robots
@@ -66,7 +67,9 @@ class CrawlJob:
         finally:
             elapsed = time.monotonic() - started
             crawl_id = self.crawl_id
-            await self.frontier.call(lambda conn: crawls.add_elapsed(conn, crawl_id, elapsed))
+            # On a full disk this write fails too; the error on its way says so.
+            with contextlib.suppress(StoreError):
+                await self.frontier.call(lambda conn: crawls.add_elapsed(conn, crawl_id, elapsed))
 
     async def _enqueue_seeds(self, fetcher: Fetcher) -> None:
         """The seeds, then the pages their sitemaps list (first run only)."""

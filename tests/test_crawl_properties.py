@@ -14,9 +14,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from crawlkit import crawl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from crawlkit import crawl
 from sitekit import Page, SiteServer
 
 

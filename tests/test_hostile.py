@@ -10,6 +10,7 @@ import resource
 from pathlib import Path
 
 import pytest
+
 from crawlkit import crawl
 from sitekit import (
     BIG_HTML_FIRST_LINK,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+
 from crawlkit import crawl
 from sitekit import Page, SiteServer, page_html
 

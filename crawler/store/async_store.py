@@ -76,6 +76,9 @@ class AsyncFrontier:
     async def checkpoint(self) -> None:
         await self._run(self.sync.checkpoint)
 
+    async def bound_wal(self, limit_bytes: int) -> bool:
+        return await self._run(self.sync.bound_wal, limit_bytes)
+
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run any function of the write connection on the writer thread."""
         return await self._run(fn, self._conn)

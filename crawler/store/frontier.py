@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from crawler.models import Counts, Discovered, LeasedUrl, Outcome, UrlKind, UrlState
-from crawler.store.db import atomic
+from crawler.store.db import BUSY_TIMEOUT_MS, atomic
 
 DEFAULT_SEEN_CACHE_SIZE = 50_000
 HOST_CACHE_SIZE = 20_000
@@ -88,6 +88,7 @@ class Frontier:
         self._host_names: dict[int, str] = {}
         self._url_count: int | None = None
         self._max_cache_age_s = max_cache_age_s
+        self._wal_path: str | None = None
         self._earlier_crawls: list[int] | None = None
 
     # -- the contract -------------------------------------------------------
@@ -230,6 +231,33 @@ class Frontier:
     def checkpoint(self) -> None:
         """Move WAL content into the database without waiting for readers."""
         self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def wal_bytes(self) -> int:
+        """Size of the write-ahead log now."""
+        if self._wal_path is None:
+            row = self._conn.execute("PRAGMA database_list").fetchone()
+            self._wal_path = (row[2] or "") + "-wal"
+        try:
+            return os.stat(self._wal_path).st_size
+        except OSError:
+            return 0
+
+    def bound_wal(self, limit_bytes: int) -> bool:
+        """Keep the WAL under ``limit_bytes``; False while a reader's snapshot prevents it.
+
+        A reader holding an old snapshot stops a checkpoint from resetting the
+        log, so the WAL grows with every commit. Past the limit this truncates
+        the log when it can, waiting for readers at most briefly; the caller
+        stops committing while this returns False, which keeps the file bounded.
+        """
+        if self.wal_bytes() <= limit_bytes:
+            return True
+        self._conn.execute("PRAGMA busy_timeout = 50")
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        return self.wal_bytes() <= limit_bytes
 
     # -- internals ------------------------------------------------------------
 
