@@ -53,3 +53,7 @@ bench: $(VENV)/.installed-dev  ## benchmark: make bench N=100000
 .PHONY: clean
 clean:  ## remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: readme
+readme: $(VENV)/.installed  ## regenerate the README's option table from the code
+	$(BIN)/python scripts/update_readme_options.py

@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import NoReturn
 
 from rich.console import Console
 
-from crawler import __version__, log, options, progress, report, runner
+from crawler import __version__, log, options, progress, report, runner, workers
 from crawler.config import CrawlSettings, RunOptions
 from crawler.errors import CrawlerError, DiskFullError, UsageError
 from crawler.store import db
@@ -59,6 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(resume)
     options.add_arguments(resume, "run")
 
+    work = commands.add_parser("work", help="join a running crawl as one more worker process")
+    work.add_argument(
+        "--crawl", type=int, dest="crawl_id", help="crawl id (default: latest unfinished)"
+    )
+    _add_config(work)
+    options.add_arguments(work, "run")
+
     rep = commands.add_parser("report", help="print the report of a crawl, during or after it")
     rep.add_argument("--crawl", type=int, dest="crawl_id", help="crawl id (default: latest)")
     _add_config(rep)
@@ -87,9 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = getattr(args, "handler", None)
         if handler is not None:
             return int(handler(args))
-        settings, run_options = options.resolve(
-            options.flags_from_namespace(args), args.config
-        )
+        settings, run_options = options.resolve(options.flags_from_namespace(args), args.config)
         log.configure(run_options.log_level, run_options.log_format)
         if run_options.format not in report.FORMATS:
             raise UsageError(
@@ -99,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _crawl(args, settings, run_options)
         if args.command == "resume":
             return _resume(args, run_options)
+        if args.command == "work":
+            return _work(args, run_options)
         return _print_report(run_options, args.crawl_id)
     except UsageError as exc:
         print(f"crawler: {exc}", file=sys.stderr)
@@ -126,11 +134,29 @@ def _resume(args: argparse.Namespace, run: RunOptions) -> int:
     return _run_and_report(run, job)
 
 
-def _run_and_report(run: RunOptions, job: runner.CrawlJob) -> int:
+def _work(args: argparse.Namespace, run: RunOptions) -> int:
+    job, record = runner.open_existing(run.db, args.crawl_id, durability=run.durability)
+    if record.state == "finished":
+        job.close()
+        return EXIT_OK
     try:
         finished, signum = asyncio.run(_run(run, job))
     finally:
         job.close()
+    if finished:
+        return EXIT_OK
+    return EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT
+
+
+def _run_and_report(run: RunOptions, job: runner.CrawlJob) -> int:
+    procs: list[subprocess.Popen[bytes]] = []
+    if run.workers > 1:
+        job.on_seeded = lambda: procs.extend(workers.spawn(run, job.crawl_id, run.workers - 1))
+    try:
+        finished, signum = asyncio.run(_run(run, job))
+    finally:
+        job.close()
+        workers.finish(procs, stop=True, timeout_s=run.shutdown_timeout_s)
     code = _print_report(run, job.crawl_id)
     if not finished:
         print(

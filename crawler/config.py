@@ -146,4 +146,5 @@ class RunOptions(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     log_format: Literal["console", "json"] = "console"
     durability: Durability = "normal"
+    workers: int = Field(default=1, ge=1, le=64)
     shutdown_timeout_s: float = Field(default=DEFAULT_SHUTDOWN_TIMEOUT_S, ge=0, le=3600)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,7 @@ class CrawlJob:
     seeds: list[Discovered] = field(default_factory=list)
     local_root: Path | None = None
     engine: Engine | None = None
+    on_seeded: Callable[[], None] | None = None  # called once the frontier holds the seeds
     _stopped: bool = False
 
     @property
@@ -54,6 +56,8 @@ class CrawlJob:
             async with Fetcher(self.settings, local_root=self.local_root) as fetcher:
                 if self.seeds:
                     await self._enqueue_seeds(fetcher)
+                if self.on_seeded is not None:
+                    self.on_seeded()
                 if self._stopped:
                     return False
                 self.engine = Engine(
