@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -49,7 +50,7 @@ def open_reader(path: str | Path) -> sqlite3.Connection:
     if not path.exists():
         raise ForeignDatabaseError(f"{path}: no such database")
     _check_identity(path)
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    conn = sqlite3.connect(_read_only_uri(path), uri=True, isolation_level=None)
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     return conn
 
@@ -86,7 +87,7 @@ def _check_identity(path: Path) -> None:
     if header != SQLITE_HEADER:
         raise ForeignDatabaseError(f"{path}: not a SQLite database")
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        conn = sqlite3.connect(_read_only_uri(path), uri=True, isolation_level=None)
     except sqlite3.Error as exc:
         raise ForeignDatabaseError(f"{path}: cannot open: {exc}") from exc
     try:
@@ -104,6 +105,11 @@ def _check_identity(path: Path) -> None:
         raise ForeignDatabaseError(
             f"{path}: made by a newer crawler (schema {version}, this one knows {latest})"
         )
+
+
+def _read_only_uri(path: Path) -> str:
+    """A read-only URI; '#', '?' and '%' in a file name must be percent-encoded."""
+    return f"file:{urllib.parse.quote(str(path))}?mode=ro"
 
 
 def _classify(exc: sqlite3.DatabaseError, path: Path) -> StoreError:

@@ -37,14 +37,19 @@ HOST_CACHE_SIZE = 20_000
 # pid (PID 1 in a restarted container): it is dead.
 _LIVE_TOKENS: set[str] = set()
 
-_UPSERT = """
+_INSERT = """
 INSERT INTO url (crawl_id, url, host_id, kind, depth, hop, state)
 VALUES (?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (crawl_id, url) DO UPDATE SET
-    kind = excluded.kind,
-    depth = MIN(url.depth, excluded.depth),
-    state = CASE WHEN url.state = 2 THEN 0 ELSE url.state END
-WHERE url.kind >= 1 AND excluded.kind > url.kind
+ON CONFLICT (crawl_id, url) DO NOTHING
+RETURNING id, kind
+"""
+
+# A URL found again with a stronger kind is upgraded (a separate statement, so
+# that an upgrade is never counted as a new URL).
+_UPGRADE = """
+UPDATE url SET kind = ?1, depth = MIN(depth, ?2),
+    state = CASE WHEN state = 2 THEN 0 ELSE state END
+WHERE crawl_id = ?3 AND url = ?4 AND kind >= 1 AND kind < ?1
 RETURNING id, kind
 """
 
@@ -96,9 +101,13 @@ class Frontier:
     def enqueue(self, seeds: Iterable[Discovered], now: float) -> int:
         """Add seeds at depth 0; return how many were new."""
         before = self._count_urls()
-        with atomic(self._conn):
-            for seed in seeds:
-                self._upsert(seed, depth=0, hop=0, now=now)
+        try:
+            with atomic(self._conn):
+                for seed in seeds:
+                    self._upsert(seed, depth=0, hop=0, now=now)
+        except BaseException:
+            self._forget_uncommitted()
+            raise
         self._url_count = None
         return self._count_urls() - before
 
@@ -118,7 +127,7 @@ class Frontier:
                 hop=row[5],
                 attempts=row[6],
             )
-            for row in sorted(rows)
+            for row in sorted(rows, key=lambda r: (r[4], r[0]))  # depth, id
         ]
 
     def renew(self, owner: str, ttl_s: float, now: float) -> int:
@@ -135,9 +144,13 @@ class Frontier:
     def complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
         """Commit many fetched rows in one transaction; False marks a rejected stale one."""
         accepted: list[bool] = []
-        with atomic(self._conn):
-            for outcome in outcomes:
-                accepted.append(self._complete_one(owner, outcome, now))
+        try:
+            with atomic(self._conn):
+                for outcome in outcomes:
+                    accepted.append(self._complete_one(owner, outcome, now))
+        except BaseException:
+            self._forget_uncommitted()
+            raise
         return accepted
 
     def release(self, owner: str) -> int:
@@ -332,36 +345,41 @@ class Frontier:
         host_id = self._host_id(item.host) if item.host else None
         state = UrlState.DONE if item.kind == UrlKind.SKIP else UrlState.PENDING
         row = self._conn.execute(
-            _UPSERT,
+            _INSERT,
             (self.crawl_id, item.url, host_id, int(item.kind), depth, hop, int(state)),
         ).fetchone()
         if row is not None:
             url_id, kind = row
-            if cached is None:
-                self._bump_count()
-                if item.kind == UrlKind.CHECK and self._max_cache_age_s is not None:
-                    self._reuse_earlier_result(url_id, item.url, now)
-                if item.kind == UrlKind.SKIP:
-                    self._conn.execute(
-                        _RESULT,
-                        (
-                            url_id,
-                            str(item.result),
-                            None,
-                            None,
-                            item.reason,
-                            None,
-                            None,
-                            None,
-                            None,
-                            now,
-                        ),
-                    )
+            self._bump_count()
+            if item.kind == UrlKind.CHECK and self._max_cache_age_s is not None:
+                self._reuse_earlier_result(url_id, item.url, now)
+            if item.kind == UrlKind.SKIP:
+                self._conn.execute(
+                    _RESULT,
+                    (
+                        url_id,
+                        str(item.result),
+                        None,
+                        None,
+                        item.reason,
+                        None,
+                        None,
+                        None,
+                        None,
+                        now,
+                    ),
+                )
         else:
-            url_id, kind = self._conn.execute(
-                "SELECT id, kind FROM url WHERE crawl_id = ? AND url = ?",
-                (self.crawl_id, item.url),
-            ).fetchone()
+            if item.kind > UrlKind.CHECK:
+                row = self._conn.execute(
+                    _UPGRADE, (int(item.kind), depth, self.crawl_id, item.url)
+                ).fetchone()
+            if row is None:
+                row = self._conn.execute(
+                    "SELECT id, kind FROM url WHERE crawl_id = ? AND url = ?",
+                    (self.crawl_id, item.url),
+                ).fetchone()
+            url_id, kind = row
         self._remember(item.url, url_id, kind)
         return int(url_id)
 
@@ -390,6 +408,13 @@ class Frontier:
             return
         self._conn.execute("UPDATE url SET state = 2 WHERE id = ?", (url_id,))
         self._conn.execute(_RESULT, (url_id, "ok", row[0], None, None, None, *row[1:]))
+
+    def _forget_uncommitted(self) -> None:
+        """After a rollback the caches may name rows and hosts that do not exist."""
+        self._seen.clear()
+        self._host_ids.clear()
+        self._host_names.clear()
+        self._url_count = None
 
     def _remember(self, url: str, url_id: int, kind: int) -> None:
         self._seen[url] = (url_id, kind)
