@@ -202,13 +202,13 @@ def _print_report(run: RunOptions, crawl_id: int | None) -> int:
     except sqlite3.Error as exc:
         raise UsageError(f"{run.db}: {exc}") from exc
     try:
-        data = report.load(reader, crawl_id)
+        data = report.load(reader, crawl_id, run.format)
     finally:
         reader.close()
     text = report.render(data, run.format)
     if run.output:
         try:
-            Path(run.output).write_text(text, encoding="utf-8")
+            Path(run.output).write_text(text, encoding="utf-8", newline="")
         except OSError as exc:
             raise UsageError(f"cannot write report to {run.output}: {exc.strerror}") from exc
     else:

@@ -185,8 +185,7 @@ def _scoped(
 ) -> list[Discovered]:
     seen: dict[tuple[str, str], Discovered] = {}
     for raw, element in refs:
-        absolute = resolve_link(raw, base, encoding)
-        found = scope.classify(absolute, element=element, depth=depth)
+        found = scope.classify_link(raw, base, encoding, element=element, depth=depth)
         key = (found.url, found.fragment)
         previous = seen.get(key)
         if previous is None or found.kind > previous.kind:

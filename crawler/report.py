@@ -1,39 +1,33 @@
-"""Report formats, rendered from the SQL read side (``store.results``).
+"""Reports: load a crawl's results once, then render them in any format.
 
-Each format is a function from a ``ReportData`` to text; the same data backs
-every format, so they cannot disagree.
+``load`` reads everything a report shows in one read transaction (one
+snapshot, even while the crawl is writing); ``render`` hands the data to a
+format from ``crawler.formats``. Formats never query the database, so they
+cannot disagree about what is broken.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import sqlite3
-from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
 
+from crawler import formats
+from crawler.formats import ReportData
 from crawler.store import crawls, results
 
-FORMATS = ("text", "json")
+__all__ = ["FORMATS", "ReportData", "load", "render"]
+
+FORMATS: tuple[str, ...] = tuple(formats.REGISTRY)
 
 
-@dataclass(frozen=True, slots=True)
-class ReportData:
-    """Everything a report shows, read in one go."""
+def load(
+    conn: sqlite3.Connection, crawl_id: int | None = None, fmt: str | None = None
+) -> ReportData:
+    """Read the report of a crawl (the latest when no id is given).
 
-    crawl: crawls.CrawlRecord
-    summary: results.Summary
-    broken: list[results.BrokenLink]
-
-    @property
-    def pages_per_s(self) -> float:
-        """Pages crawled per second of active crawling."""
-        return self.summary.pages / self.crawl.elapsed_s if self.crawl.elapsed_s > 0 else 0.0
-
-
-def load(conn: sqlite3.Connection, crawl_id: int | None = None) -> ReportData:
-    """Read the report of a crawl (the latest when no id is given)."""
+    With ``fmt``, read only what that format needs: the crawled pages and
+    every result are read only for the formats that show them.
+    """
+    needs = formats.get(fmt).needs if fmt is not None else formats.ALL_PARTS
     conn.execute("BEGIN")  # one snapshot for all the queries below
     try:
         crawl = crawls.get(conn, crawl_id)
@@ -41,6 +35,9 @@ def load(conn: sqlite3.Connection, crawl_id: int | None = None) -> ReportData:
             crawl=crawl,
             summary=results.summary(conn, crawl.id),
             broken=results.broken_links(conn, crawl.id),
+            edges=results.broken_edges(conn, crawl.id),
+            pages=results.pages(conn, crawl.id) if "pages" in needs else None,
+            results=list(results.iter_results(conn, crawl.id)) if "results" in needs else None,
         )
     finally:
         conn.execute("COMMIT")
@@ -48,66 +45,4 @@ def load(conn: sqlite3.Connection, crawl_id: int | None = None) -> ReportData:
 
 def render(data: ReportData, fmt: str) -> str:
     """The report in one of ``FORMATS``."""
-    return _RENDERERS[fmt](data)
-
-
-def render_text(data: ReportData) -> str:
-    s = data.summary
-    state = "finished" if data.crawl.state == "finished" else f"unfinished, {s.pending} pending"
-    lines = [
-        f"{s.pages} pages crawled, {s.links} links checked, {s.broken} broken, "
-        f"{s.redirected} redirected, {s.skipped} skipped, {s.excluded} excluded "
-        f"in {data.crawl.elapsed_s:.1f}s ({data.pages_per_s:.1f} pages/s, {state})"
-    ]
-    by_source: defaultdict[str, list[results.BrokenLink]] = defaultdict(list)
-    for link in data.broken:
-        for source in link.sources or ["(seed)"]:
-            by_source[source].append(link)
-    for source in sorted(by_source):
-        lines.append("")
-        lines.append(f"{source}")
-        for link in by_source[source]:
-            lines.append(f"  ✗ {link.url}  [{_reason(link)}]")
-    return "\n".join(lines) + "\n"
-
-
-def render_json(data: ReportData) -> str:
-    crawl = data.crawl
-    s = data.summary
-    document = {
-        "crawl": {
-            "id": crawl.id,
-            "seeds": crawl.seeds,
-            "state": crawl.state,
-            "started_at": _iso(crawl.started_at),
-            "finished_at": _iso(crawl.finished_at),
-            "elapsed_s": round(crawl.elapsed_s, 3),
-        },
-        "summary": {
-            "pages": s.pages,
-            "links": s.links,
-            "ok": s.ok,
-            "redirected": s.redirected,
-            "broken": s.broken,
-            "skipped": s.skipped,
-            "excluded": s.excluded,
-            "pending": s.pending,
-        },
-        "broken": [asdict(link) for link in data.broken],
-    }
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-
-
-def _reason(link: results.BrokenLink) -> str:
-    if link.error:
-        return link.error
-    return str(link.status)
-
-
-def _iso(timestamp: float | None) -> str | None:
-    if timestamp is None:
-        return None
-    return dt.datetime.fromtimestamp(timestamp, tz=dt.UTC).isoformat(timespec="seconds")
-
-
-_RENDERERS: dict[str, Callable[[ReportData], str]] = {"text": render_text, "json": render_json}
+    return formats.get(fmt).render(data)

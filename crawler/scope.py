@@ -8,7 +8,7 @@ another). Pure: values in, a ``Discovered`` out.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 from crawler import urls
@@ -20,6 +20,7 @@ from crawler.netguard import is_private_host
 # Elements whose target is a document a person navigates to (or an in-scope
 # stylesheet, parsed for its url() references): crawled when in scope.
 PAGE_ELEMENTS = frozenset({"a", "area", "iframe", "frame", "meta", "seed", "sitemap", "stylesheet"})
+MEMO_SIZE = 20_000
 # Elements whose fragment names an anchor in the target document.
 ANCHOR_ELEMENTS = frozenset({"a", "area", "iframe", "frame", "seed"})
 
@@ -39,6 +40,10 @@ class Scope:
     internal_only: bool
     exclude_all_private: bool = False
     include_fragments: bool = False
+    # Links every page repeats (navigation, footer, assets) are classified once.
+    _memo: dict[tuple[str, ...], Discovered] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
 
     @classmethod
     def build(cls, settings: CrawlSettings, seed_keys: list[str]) -> Scope:
@@ -144,6 +149,33 @@ class Scope:
             kind = UrlKind.ANCHORS  # fetched once with GET to learn its anchors
         return Discovered(url=key, host=host, kind=kind, element=element, fragment=fragment)
 
+    def classify_link(
+        self, raw: str, base: str, encoding: str, *, element: str, depth: int
+    ) -> Discovered:
+        """Resolve a link as found on a page and classify it, memoized where that is exact.
+
+        A root-relative link ("/about") depends only on the base's origin and
+        an absolute one on nothing of the base, so those are cached by that;
+        relative links ("../x") are resolved every time.
+        """
+        within = "1" if self.max_depth is None or depth <= self.max_depth else "0"
+        if raw[:1] == "/" and raw[1:2] not in ("/", "\\"):
+            key: tuple[str, ...] | None = (raw, _origin(base), encoding, element, within)
+        elif raw.startswith(("http://", "https://")):
+            key = (raw, "", encoding, element, within)
+        else:
+            key = None
+        if key is not None:
+            found = self._memo.get(key)
+            if found is not None:
+                return found
+        found = self.classify(resolve_link(raw, base, encoding), element=element, depth=depth)
+        if key is not None:
+            if len(self._memo) >= MEMO_SIZE:
+                del self._memo[next(iter(self._memo))]
+            self._memo[key] = found
+        return found
+
     def _is_excluded(self, key: str) -> bool:
         # As in lychee: an include match wins over every exclude.
         if self.include and any(p.search(key) for p in self.include):
@@ -152,6 +184,13 @@ class Scope:
             return True
         # Includes alone mean "only these".
         return bool(self.include) and not self.exclude
+
+
+def _origin(base: str) -> str:
+    """scheme://authority of an absolute URL."""
+    start = base.find("//") + 2
+    end = base.find("/", start)
+    return base if end < 0 else base[:end]
 
 
 def _domain_of(host: str) -> str:

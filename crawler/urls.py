@@ -71,6 +71,8 @@ _CANONICAL = re.compile(
     r"(?:\?(?:[A-Za-z0-9\-._~!$&()*+,;=:@/?]|%[0-9A-F]{2})++)?"
     r"(?:#(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-F]{2})*+)?\Z"
 )
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_DOTTED_QUAD = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}\Z")
 _ESCAPED_UNRESERVED = re.compile(r"%(?:3[0-9]|4[1-9A-F]|5[0-9A]|6[1-9A-F]|7[0-9A]|2D|2E|5F|7E)")
 
 # WHATWG encoding names whose Python codec has another name or is narrower.
@@ -297,6 +299,8 @@ def _parse_host(host: str) -> str:
     host = _domain_to_ascii(host)
     if not host or _FORBIDDEN_DOMAIN.search(host):
         raise InvalidURLError(f"invalid host {host[:60]!r}")
+    if _DOTTED_QUAD.match(host):
+        return host  # already the canonical IPv4 form
     return _ipv4(host) if _ends_in_number(host) else host
 
 
@@ -358,8 +362,10 @@ def _parse_relative(text: str, base: _Parts, codec: str) -> _Parts:
 
 
 @functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)
 def _parse_base(base: str) -> _Parts:
-    """Parse a page's base URL once for all the links on the page."""
+    """Parse a page's base URL once for all the links on the page (cached: a page's
+    fifty links share it)."""
     text = _clean(base)
     _check_length(text)
     match = _SCHEME.match(text)
@@ -418,8 +424,8 @@ def _is_canonical(match: re.Match[str]) -> bool:
     scheme, host, port, path = match.groups()
     if "/." in path or ("%" in match.string and _ESCAPED_UNRESERVED.search(match.string)):
         return False
-    if host.rpartition(".")[2][0] in _DIGITS:  # may be an IPv4 form ("0x7f.1")
-        return False
+    if host.rpartition(".")[2][0] in _DIGITS and not _DOTTED_QUAD.match(host):
+        return False  # may be another IPv4 form ("0x7f.1"), which must be rewritten
     return not port or (int(port) <= 65535 and port != DEFAULT_PORTS[scheme])
 
 

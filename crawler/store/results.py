@@ -1,14 +1,38 @@
 """Read-side queries: the numbers and lists every report format is rendered from.
 
 Everything here reads; it runs on its own connection so a report never waits
-for the crawl and works while the crawl runs.
+for the crawl and works while the crawl runs. The questions asked, and which
+report formats ask them:
+
+- ``summary``: counts per class (every format)
+- ``broken_links``: each broken URL with its sources (text, json)
+- ``broken_edges``: each (broken URL, source page) pair with why it is broken
+  and how the page links to it (markdown, csv, junit, sarif, html)
+- ``pages``: the pages crawled (junit's passing test cases)
+- ``iter_results``: every checked URL in the order it was checked (jsonl), as a
+  generator that can resume after a ``Cursor`` to follow a running crawl
+
+All of them read the same views (``resolved``, ``broken_links``, and
+``broken_fragments`` for links to a missing #fragment), so what one format
+calls broken every other format calls broken too.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from crawler.models import UrlKind
+
+# What counts as a crawled page (as in ``summary``): fetched for its links, answered OK.
+_IS_PAGE = f"u.kind = {int(UrlKind.PAGE)} AND r.class = 'ok'"
+# Rows fetched from SQLite at a time by the generators below.
+FETCH_ROWS = 500
+# The failure kind of a link to page#fragment where the page has no such anchor.
+FRAGMENT_KIND = "missing_fragment"
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +47,7 @@ class Summary:
     skipped: int
     excluded: int
     pending: int
+    blocked: int = 0  # a bot wall answered instead of the page: checked, not broken
 
 
 @dataclass(slots=True)
@@ -36,15 +61,19 @@ class BrokenLink:
 
 
 def summary(conn: sqlite3.Connection, crawl_id: int) -> Summary:
-    """Counts per class; one scan of the crawl's rows plus the redirect chains."""
+    """Counts per class; one scan of the crawl's rows plus the redirect chains.
+
+    A link to a missing #fragment counts as a broken link of its own (the page
+    itself is ok), so ``broken`` agrees with the lists of broken links.
+    """
     row = conn.execute(
         "SELECT SUM(r.class = 'ok'), SUM(r.class = 'redirected'), SUM(r.class = 'broken'), "
-        "SUM(r.class = 'skipped'), SUM(r.class = 'excluded'), "
-        "SUM(u.kind = 2 AND r.class = 'ok'), SUM(u.state <> 2) "
+        "SUM(r.class = 'skipped'), SUM(r.class = 'excluded'), SUM(r.class = 'blocked'), "
+        f"SUM({_IS_PAGE}), SUM(u.state <> 2) "
         "FROM url u LEFT JOIN result r ON r.url_id = u.id WHERE u.crawl_id = ?",
         (crawl_id,),
     ).fetchone()
-    ok, redirected, broken, skipped, excluded, pages, pending = (v or 0 for v in row)
+    ok, redirected, broken, skipped, excluded, blocked, pages, pending = (v or 0 for v in row)
     # A redirect whose chain loops, is too long, or ends broken is broken.
     (redirect_broken,) = conn.execute(
         "SELECT count(*) FROM resolved rv JOIN result r ON r.url_id = rv.url_id "
@@ -53,15 +82,21 @@ def summary(conn: sqlite3.Connection, crawl_id: int) -> Summary:
     ).fetchone()
     redirected -= redirect_broken
     broken += redirect_broken
+    if _has_fragment_view(conn):
+        (fragments,) = conn.execute(
+            "SELECT count(DISTINCT url) FROM broken_fragments WHERE crawl_id = ?", (crawl_id,)
+        ).fetchone()
+        broken += fragments
     return Summary(
         pages=pages,
-        links=ok + redirected + broken,
+        links=ok + redirected + broken + blocked,
         ok=ok,
         redirected=redirected,
         broken=broken,
         skipped=skipped,
         excluded=excluded,
         pending=pending,
+        blocked=blocked,
     )
 
 
@@ -69,9 +104,12 @@ def broken_links(conn: sqlite3.Connection, crawl_id: int) -> list[BrokenLink]:
     """Broken links with their source pages, sorted by URL; sources sorted too."""
     found: dict[str, BrokenLink] = {}
     sources: defaultdict[str, set[str]] = defaultdict(set)
-    for url, status, error, source in conn.execute(
-        "SELECT url, status, error, source FROM broken_links WHERE crawl_id = ?", (crawl_id,)
-    ):
+    query = "SELECT url, status, error, source FROM broken_links WHERE crawl_id = ?1"
+    if _has_fragment_view(conn):
+        query += (
+            " UNION ALL SELECT url, status, error, source FROM broken_fragments WHERE crawl_id = ?1"
+        )
+    for url, status, error, source in conn.execute(query, (crawl_id,)):
         if url not in found:
             found[url] = BrokenLink(url=url, status=status, error=error)
         if source is not None:
@@ -79,3 +117,145 @@ def broken_links(conn: sqlite3.Connection, crawl_id: int) -> list[BrokenLink]:
     for url, link in found.items():
         link.sources = sorted(sources[url])
     return [found[url] for url in sorted(found)]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokenEdge:
+    """A broken URL and one page linking to it: the unit most report formats list."""
+
+    url: str
+    status: int | None
+    error: str | None
+    kind: str  # a ``FailureKind`` value, FRAGMENT_KIND or "unknown": why it is broken
+    source: str | None  # None for a broken seed, which no page links to
+    elements: tuple[str, ...]  # how the source links to it: a, img, script, ...
+
+
+class Cursor(NamedTuple):
+    """A position in ``iter_results``: results come in (checked_at, url_id) order."""
+
+    checked_at: float
+    url_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRow:
+    """One checked URL; class, status and error as ``resolved`` has them (redirects followed)."""
+
+    url_id: int
+    url: str
+    result_class: str
+    status: int | None
+    error: str | None
+    content_type: str | None
+    elapsed_ms: int | None
+    checked_at: float
+
+    @property
+    def cursor(self) -> Cursor:
+        """Pass this to ``iter_results`` to continue after this row."""
+        return Cursor(self.checked_at, self.url_id)
+
+
+# The failure kind of a broken redirect is its chain's: a loop, too long, or
+# the kind of the broken URL it ends in (the order of the ``resolved`` view).
+_BROKEN_EDGE_ROWS = """
+SELECT bl.url, bl.status, bl.error, bl.source, bl.element,
+       CASE
+           WHEN rc.url_id IS NULL THEN r.error_kind
+           WHEN rc.is_loop THEN 'redirect_loop'
+           WHEN bl.error LIKE 'too many redirects%' THEN 'too_many_redirects'
+           ELSE fr.error_kind
+       END AS kind
+FROM broken_links bl
+JOIN url u                  ON u.crawl_id = bl.crawl_id AND u.url = bl.url
+LEFT JOIN result r          ON r.url_id = u.id
+LEFT JOIN redirect_chain rc ON rc.url_id = u.id
+LEFT JOIN result fr         ON fr.url_id = rc.final_id
+WHERE bl.crawl_id = ?1
+"""
+_FRAGMENT_EDGE_ROWS = f"""
+SELECT url, status, error, source, element, '{FRAGMENT_KIND}' AS kind
+FROM broken_fragments WHERE crawl_id = ?1
+"""
+
+_RESULTS = """
+SELECT r.url_id, u.url, rv.class, rv.status, rv.error, r.content_type, r.elapsed_ms, r.checked_at
+FROM result r
+JOIN url u       ON u.id = r.url_id
+JOIN resolved rv ON rv.url_id = r.url_id
+WHERE u.crawl_id = ? AND (r.checked_at, r.url_id) > (?, ?)
+ORDER BY r.checked_at, r.url_id
+"""
+
+
+def broken_edges(conn: sqlite3.Connection, crawl_id: int) -> list[BrokenEdge]:
+    """One row per (broken URL, source page), sorted by URL then source (seeds first).
+
+    The same rows as ``broken_links``, one per source instead of one per URL,
+    plus the failure kind and the elements the page links with.
+    """
+    rows = _BROKEN_EDGE_ROWS
+    if _has_fragment_view(conn):
+        rows += " UNION ALL " + _FRAGMENT_EDGE_ROWS
+    query = (
+        "SELECT url, status, error, source, group_concat(DISTINCT element), kind "
+        f"FROM ({rows}) GROUP BY url, source ORDER BY url, source"
+    )
+    edges = []
+    for url, status, error, source, elements, kind in conn.execute(query, (crawl_id,)):
+        edges.append(
+            BrokenEdge(
+                url=url,
+                status=status,
+                error=error,
+                kind=kind or "unknown",
+                source=source,
+                elements=tuple(sorted(set(elements.split(",")))) if elements else (),
+            )
+        )
+    return edges
+
+
+def pages(conn: sqlite3.Connection, crawl_id: int) -> list[str]:
+    """The pages crawled (the ones ``summary`` counts), sorted by URL."""
+    rows = conn.execute(
+        f"SELECT u.url FROM url u JOIN result r ON r.url_id = u.id "
+        f"WHERE u.crawl_id = ? AND {_IS_PAGE} ORDER BY u.url",
+        (crawl_id,),
+    )
+    return [url for (url,) in rows]
+
+
+def iter_results(
+    conn: sqlite3.Connection, crawl_id: int, after: Cursor | None = None
+) -> Iterator[ResultRow]:
+    """Every checked URL of a crawl in the order it was checked, after ``after``.
+
+    Rows are read ``FETCH_ROWS`` at a time; the statement (and its read
+    snapshot) stays open until the generator is exhausted or closed.
+
+    To follow a running crawl, call again with the last row's ``cursor``.
+    ``checked_at`` is stamped by the one writer just before it commits, so the
+    results of one process arrive in cursor order and each is seen once, with
+    two exceptions: a URL checked again (a link later found as a page) comes
+    again with its new result, which supersedes the first; and a second process
+    writing to the same crawl can commit a row behind a cursor already passed.
+    A redirect reads as ``redirected`` until the end of its chain is checked.
+    """
+    start = after if after is not None else Cursor(float("-inf"), 0)
+    cursor = conn.execute(_RESULTS, (crawl_id, start.checked_at, start.url_id))
+    try:
+        while rows := cursor.fetchmany(FETCH_ROWS):
+            for row in rows:
+                yield ResultRow(*row)
+    finally:
+        cursor.close()
+
+
+def _has_fragment_view(conn: sqlite3.Connection) -> bool:
+    """Whether the database has ``broken_fragments`` (added by migration 0003)."""
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = 'broken_fragments'"
+    ).fetchone()
+    return row is not None

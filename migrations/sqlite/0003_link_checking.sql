@@ -49,3 +49,6 @@ JOIN url u       ON u.id = r.url_id
 LEFT JOIN link l ON l.target_id = u.id AND l.element <> 'redirect'
 LEFT JOIN url s  ON s.id = l.source_id
 WHERE r.class = 'blocked';
+
+-- Results in the order they were checked, for streaming (-f jsonl) and "what's new".
+CREATE INDEX result_checked ON result (checked_at, url_id);
