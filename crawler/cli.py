@@ -136,6 +136,7 @@ def _resume(args: argparse.Namespace, run: RunOptions) -> int:
 
 def _work(args: argparse.Namespace, run: RunOptions) -> int:
     job, record = runner.open_existing(run.db, args.crawl_id, durability=run.durability)
+    job.records_elapsed = False
     if record.state == "finished":
         job.close()
         return EXIT_OK

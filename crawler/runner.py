@@ -37,6 +37,7 @@ class CrawlJob:
     local_root: Path | None = None
     engine: Engine | None = None
     on_seeded: Callable[[], None] | None = None  # called once the frontier holds the seeds
+    records_elapsed: bool = True  # False for extra workers: the main process counts time
     _stopped: bool = False
 
     @property
@@ -69,7 +70,7 @@ class CrawlJob:
                 )
                 return await self.engine.run()
         finally:
-            elapsed = time.monotonic() - started
+            elapsed = time.monotonic() - started if self.records_elapsed else 0.0
             crawl_id = self.crawl_id
             # On a full disk this write fails too; the error on its way says so.
             with contextlib.suppress(StoreError):
