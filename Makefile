@@ -57,3 +57,11 @@ clean:  ## remove the virtualenv and caches
 .PHONY: readme
 readme: $(VENV)/.installed  ## regenerate the README's option table from the code
 	$(BIN)/python scripts/update_readme_options.py
+
+.PHONY: deploy-lint
+deploy-lint:  ## lint the Dockerfile, compose file, Kubernetes manifests and systemd unit
+	bash deploy/lint.sh
+
+.PHONY: browser
+browser:  ## install Debian's chromium for the browser tests (as root), when missing
+	command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; }

@@ -21,7 +21,7 @@ from typing import NoReturn
 
 from rich.console import Console
 
-from crawler import __version__, log, options, progress, report, runner, workers
+from crawler import __version__, log, options, progress, report, runner, service_cli, workers
 from crawler.config import CrawlSettings, RunOptions
 from crawler.errors import CrawlerError, DiskFullError, UsageError
 from crawler.store import db
@@ -72,8 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(rep)
     options.add_arguments(rep, "run")
 
-    for add in _EXTRA_COMMANDS:
-        add(commands)
+    service_cli.add_serve_command(commands)
     return parser
 
 
@@ -81,9 +80,6 @@ def _add_config(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-c", "--config", metavar="FILE", help="TOML file with any of the options below"
     )
-
-
-_EXTRA_COMMANDS: list = []  # type: ignore[type-arg]  # filled by optional subsystems
 
 
 def main(argv: Sequence[str] | None = None) -> int:

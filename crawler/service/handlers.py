@@ -1,0 +1,257 @@
+"""The JSON API and the operations endpoints: one small function per route.
+
+Handlers validate input with the ``schemas`` models, ask the ``CrawlManager``,
+and answer with a model; every failure is an ``ApiError``. Reading a report is
+blocking SQLite work and runs in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import tempfile
+
+import pydantic
+from aiohttp import web
+
+from crawler import report
+from crawler.config import CrawlSettings
+from crawler.errors import UsageError
+from crawler.service import reads
+from crawler.service.config import MAX_BODY_BYTES
+from crawler.service.index import Entry
+from crawler.service.manager import ConflictError, CrawlNotFoundError, QueueFullError
+from crawler.service.metrics import CONTENT_TYPE
+from crawler.service.safety import guard_settings, redact_settings
+from crawler.service.schemas import (
+    CrawlCreate,
+    CrawlList,
+    CrawlView,
+    ErrorDetail,
+    Health,
+    Ready,
+)
+from crawler.service.state import OPENAPI, SERVICE, ApiError, Service
+
+MEDIA_TYPES = {
+    "json": "application/json",
+    "text": "text/plain",
+    "csv": "text/csv",
+    "markdown": "text/markdown",
+    "html": "text/html",
+    "xml": "application/xml",
+    "junit": "application/xml",
+    "sarif": "application/sarif+json",
+}
+DEFAULT_REPORT_FORMAT = "json"
+
+
+def media_type(fmt: str) -> str:
+    """Content type of a report format (plain text for one we do not know)."""
+    return MEDIA_TYPES.get(fmt, "text/plain")
+
+
+def _service(request: web.Request) -> Service:
+    return request.app[SERVICE]
+
+
+def _json(model: pydantic.BaseModel, status: int = 200, **headers: str) -> web.Response:
+    return web.json_response(model.model_dump(mode="json"), status=status, headers=headers)
+
+
+def _crawl_id(request: web.Request) -> int:
+    raw = request.match_info["crawl_id"]
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        raise ApiError(404, f"no crawl with id {raw[:40]!r}", field="crawl_id")
+    return int(raw)
+
+
+def _entry(service: Service, crawl_id: int) -> Entry:
+    try:
+        return service.manager.get(crawl_id)
+    except CrawlNotFoundError:
+        raise ApiError(404, f"no crawl with id {crawl_id}", field="crawl_id") from None
+
+
+def _time(timestamp: float | None) -> dt.datetime | None:
+    return None if timestamp is None else dt.datetime.fromtimestamp(timestamp, tz=dt.UTC)
+
+
+async def crawl_view(service: Service, entry: Entry) -> CrawlView:
+    manager = service.manager
+    created = _time(entry.created_at)
+    assert created is not None
+    return CrawlView(
+        id=entry.id,
+        state=manager.shown_state(entry),  # type: ignore[arg-type]  # one of CrawlState
+        seeds=entry.seeds,
+        settings=redact_settings(entry.settings),
+        created_at=created,
+        started_at=_time(entry.started_at),
+        finished_at=_time(entry.finished_at),
+        queue_position=manager.queue_position(entry),
+        error=entry.error,
+        progress=await manager.progress(entry),
+        report_url=f"/crawls/{entry.id}/report",
+    )
+
+
+# -- crawls ---------------------------------------------------------------------------
+
+
+async def list_crawls(request: web.Request) -> web.Response:
+    service = _service(request)
+    manager = service.manager
+    views = [await crawl_view(service, entry) for entry in manager.entries()]
+    return _json(
+        CrawlList(
+            crawls=views,
+            running=manager.count("running"),
+            queued=manager.count("queued"),
+            max_running=service.config.max_running,
+        )
+    )
+
+
+async def create_crawl(request: web.Request) -> web.Response:
+    service = _service(request)
+    body = await _read_json_body(request)
+    try:
+        create = CrawlCreate.model_validate_json(
+            body, context={"allow_private": service.config.allow_private}
+        )
+    except pydantic.ValidationError as exc:
+        raise ApiError.from_validation(exc) from None
+    try:
+        guarded = guard_settings(
+            create.settings.model_dump(mode="json"), allow_private=service.config.allow_private
+        )
+        recorded = CrawlSettings.model_validate(guarded).model_dump(mode="json")
+    except ValueError as exc:  # pydantic.ValidationError is one too
+        if isinstance(exc, pydantic.ValidationError):
+            raise ApiError.from_validation(exc, prefix="settings") from None
+        name, _, message = str(exc).partition(": ")
+        field = f"settings.{name}"
+        detail = ErrorDetail(field=field, message=message, type="not_allowed")
+        raise ApiError(422, f"invalid {field}: {message}", field=field, details=[detail]) from None
+    try:
+        entry = await service.manager.create(list(create.seeds), recorded)
+    except QueueFullError as exc:
+        raise ApiError(429, str(exc)) from None
+    view = await crawl_view(service, entry)
+    return _json(view, 201, Location=f"/crawls/{entry.id}")
+
+
+async def _read_json_body(request: web.Request) -> bytes:
+    if request.content_type != "application/json":
+        raise ApiError(415, "send the body as application/json", field="Content-Type")
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes") from None
+
+
+async def get_crawl(request: web.Request) -> web.Response:
+    service = _service(request)
+    return _json(await crawl_view(service, _entry(service, _crawl_id(request))))
+
+
+async def delete_crawl(request: web.Request) -> web.Response:
+    service = _service(request)
+    entry = _entry(service, _crawl_id(request))
+    try:
+        await service.manager.delete(entry.id)
+    except ConflictError as exc:
+        raise ApiError(409, str(exc)) from None
+    return web.Response(status=204)
+
+
+async def pause_crawl(request: web.Request) -> web.Response:
+    return await _transition(request, "pause")
+
+
+async def resume_crawl(request: web.Request) -> web.Response:
+    return await _transition(request, "resume")
+
+
+async def cancel_crawl(request: web.Request) -> web.Response:
+    return await _transition(request, "cancel")
+
+
+async def _transition(request: web.Request, action: str) -> web.Response:
+    service = _service(request)
+    entry = _entry(service, _crawl_id(request))
+    change = {
+        "pause": service.manager.pause,
+        "resume": service.manager.resume,
+        "cancel": service.manager.cancel,
+    }[action]
+    try:
+        entry = await change(entry.id)
+    except ConflictError as exc:
+        raise ApiError(409, str(exc)) from None
+    return _json(await crawl_view(service, entry))
+
+
+async def crawl_report(request: web.Request) -> web.Response:
+    service = _service(request)
+    entry = _entry(service, _crawl_id(request))
+    fmt = request.query.get("format", DEFAULT_REPORT_FORMAT)
+    if fmt not in report.FORMATS:
+        raise ApiError(
+            400,
+            f"invalid format {fmt[:40]!r}: choose from {', '.join(report.FORMATS)}",
+            field="format",
+        )
+    path = service.manager.path_of(entry.id)
+    if not path.exists():
+        raise ApiError(409, f"crawl {entry.id} has not started yet; no report")
+    try:
+        text = await asyncio.to_thread(reads.render_report, path, fmt)
+    except UsageError as exc:  # created a moment ago: no crawl row yet
+        raise ApiError(409, f"crawl {entry.id}: no report yet ({exc})") from None
+    return web.Response(text=text, content_type=media_type(fmt), charset="utf-8")
+
+
+# -- operations -------------------------------------------------------------------------
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return _json(Health(status="ok"))
+
+
+async def readyz(request: web.Request) -> web.Response:
+    service = _service(request)
+    checks: dict[str, str] = {}
+    checks["data_dir"] = await asyncio.to_thread(_writable, service.config.crawls_dir)
+    try:
+        await service.manager.index.ping()
+        checks["index"] = "ok"
+    except Exception as exc:
+        checks["index"] = f"cannot read {service.config.index_path.name}: {exc}"
+    checks["accepting"] = "shutting down" if service.stopping else "ok"
+    ready = all(value == "ok" for value in checks.values())
+    return _json(Ready(ready=ready, checks=checks), 200 if ready else 503)
+
+
+def _writable(directory: os.PathLike[str]) -> str:
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".ready-"):
+            pass
+    except OSError as exc:
+        return f"not writable: {exc.strerror or exc}"
+    return "ok"
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = _service(request).metrics.render()
+    response = web.Response(body=body)
+    response.headers["Content-Type"] = CONTENT_TYPE
+    return response
+
+
+async def openapi_json(request: web.Request) -> web.Response:
+    return web.json_response(request.app[OPENAPI])

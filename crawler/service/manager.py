@@ -1,0 +1,345 @@
+"""Crawls of the service: their states, the queue, and at most N running at once.
+
+Architecture:
+
+- ``Entry`` (from ``index``) is the crawl's persisted state, the user's intent:
+  queued, running, paused, cancelled, finished, failed, deleting. It is
+  changed here, in memory first (so decisions never race), then written to
+  the index in order.
+- ``CrawlRun`` (from ``runs``) drives one crawl while it runs. A crawl is
+  "pausing" or "cancelling" between the request and its engine's stop.
+- ``_kick`` starts queued crawls, oldest ``queued_at`` first, while fewer than
+  ``max_running`` runs exist. It runs after every change that can free a slot.
+- At start, crawls recorded as running (the service stopped or died under
+  them) go back to the queue in their old order and resume. At shutdown each
+  run is stopped gracefully and left recorded as running, so it resumes next
+  time; a kill loses nothing either, the engine's leases just expire.
+
+Every crawl's task binds ``crawl_id`` to structlog's context, so each log
+line of that crawl (engine's included) carries it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from crawler.service import reads
+from crawler.service.config import MAX_QUEUED, ServiceConfig
+from crawler.service.index import AsyncIndex, Entry
+from crawler.service.metrics import ServiceMetrics
+from crawler.service.progress import ZERO_COUNTS, settled
+from crawler.service.runs import CrawlRun, remove_crawl_files
+from crawler.service.schemas import Progress
+
+log = structlog.get_logger(__name__)
+
+SAMPLE_EVERY_S = 0.5
+STOP_GRACE_S = 5.0  # beyond the engine's shutdown timeout, before a run is cancelled
+STATES = ("queued", "running", "paused", "cancelled", "finished", "failed", "deleting")
+
+
+class CrawlNotFoundError(LookupError):
+    """No crawl with this id."""
+
+
+class ConflictError(RuntimeError):
+    """The crawl is in a state where this action makes no sense."""
+
+
+class QueueFullError(RuntimeError):
+    """Too many crawls waiting."""
+
+
+@dataclass(slots=True)
+class _Running:
+    run: CrawlRun
+    task: asyncio.Task[None] | None = None
+    stopping: bool = False
+
+
+@dataclass(slots=True)
+class _Settled:
+    state: str
+    progress: Progress
+
+
+@dataclass
+class CrawlManager:
+    """The crawls of one data directory; see the module docstring."""
+
+    config: ServiceConfig
+    metrics: ServiceMetrics
+    _index: AsyncIndex | None = None
+    _entries: dict[int, Entry] = field(default_factory=dict)
+    _running: dict[int, _Running] = field(default_factory=dict)
+    _settled: dict[int, _Settled] = field(default_factory=dict)
+    _closing: bool = False
+    _sampler: asyncio.Task[None] | None = None
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def open(self) -> None:
+        self.config.crawls_dir.mkdir(parents=True, exist_ok=True)
+        self._index = await AsyncIndex.open(self.config.index_path)
+        for entry in await self._index.entries():
+            self._entries[entry.id] = entry
+        for entry in list(self._entries.values()):
+            if entry.state == "deleting":
+                await self._finish_delete(entry)
+        resumed = [e.id for e in self._entries.values() if e.state == "running"]
+        for crawl_id in resumed:  # back in the queue, in their old order, until a slot is free
+            self._entries[crawl_id].state = "queued"
+        if resumed:
+            log.info("crawls_resuming", crawl_ids=resumed)
+        self.metrics.watch_states(STATES, self.count)
+        self.metrics.in_flight.set_function(
+            lambda: sum(r.run.in_flight for r in self._running.values())
+        )
+        self.metrics.frontier.labels(state="pending").set_function(
+            lambda: sum(r.run.tracker.counts.pending for r in self._running.values())
+        )
+        self.metrics.frontier.labels(state="leased").set_function(
+            lambda: sum(r.run.tracker.counts.leased for r in self._running.values())
+        )
+        self._sampler = asyncio.create_task(self._sample_loop(), name="crawl-sampler")
+        self._kick()
+
+    async def close(self) -> None:
+        """Stop every run gracefully; they stay recorded as running, to resume."""
+        self._closing = True
+        for running in self._running.values():
+            running.stopping = True
+            running.run.stop()
+        tasks = [r.task for r in self._running.values() if r.task is not None]
+        if tasks:
+            log.info("crawls_stopping", crawls=len(tasks))
+            await self._settle(tasks)
+        if self._sampler is not None:
+            self._sampler.cancel()
+            await asyncio.gather(self._sampler, return_exceptions=True)
+        if self._index is not None:
+            await asyncio.to_thread(self._index.close)
+
+    @property
+    def index(self) -> AsyncIndex:
+        assert self._index is not None, "CrawlManager.open() first"
+        return self._index
+
+    # -- reading -----------------------------------------------------------------
+
+    def get(self, crawl_id: int) -> Entry:
+        entry = self._entries.get(crawl_id)
+        if entry is None:
+            raise CrawlNotFoundError(crawl_id)
+        return entry
+
+    def entries(self) -> list[Entry]:
+        """Newest first."""
+        return sorted(self._entries.values(), key=lambda e: e.id, reverse=True)
+
+    def count(self, state: str) -> int:
+        if state == "running":
+            return len(self._running)
+        return sum(
+            1 for e in self._entries.values() if e.state == state and e.id not in self._running
+        )
+
+    def shown_state(self, entry: Entry) -> str:
+        """The state as the API shows it, with the transitional ones."""
+        running = self._running.get(entry.id)
+        if running is None:
+            return entry.state
+        if entry.state == "paused":
+            return "pausing"
+        if entry.state == "cancelled":
+            return "cancelling"
+        if entry.state == "deleting":
+            return "deleting"
+        return "running"
+
+    def queue_position(self, entry: Entry) -> int | None:
+        if entry.state != "queued" or entry.id in self._running:
+            return None
+        key = (entry.queued_at, entry.id)
+        return 1 + sum(1 for e in self._queue() if (e.queued_at, e.id) < key)
+
+    def path_of(self, crawl_id: int) -> Path:
+        return self.config.crawls_dir / f"{crawl_id}.db"
+
+    async def progress(self, entry: Entry) -> Progress:
+        running = self._running.get(entry.id)
+        if running is not None:
+            return running.run.tracker.progress(running.run.in_flight)
+        cached = self._settled.get(entry.id)
+        if cached is not None and cached.state == entry.state:
+            return cached.progress
+        path = self.path_of(entry.id)
+        if not path.exists():
+            progress = settled(ZERO_COUNTS, 0.0)
+        else:
+            try:
+                snap = await asyncio.to_thread(reads.snapshot, path)
+            except Exception as exc:  # a damaged file must not break the listing
+                log.warning("progress_unreadable", crawl_id=entry.id, error=str(exc))
+                return settled(ZERO_COUNTS, 0.0)
+            progress = settled(snap.counts, snap.elapsed_s)
+        self._settled[entry.id] = _Settled(entry.state, progress)
+        return progress
+
+    # -- changing ----------------------------------------------------------------
+
+    async def create(self, seeds: list[str], settings: dict[str, Any]) -> Entry:
+        if self.count("queued") >= MAX_QUEUED:
+            raise QueueFullError(f"{MAX_QUEUED} crawls are queued already")
+        entry = await self.index.insert(seeds, settings, time.time())
+        self._entries[entry.id] = entry
+        log.info("crawl_created", crawl_id=entry.id, seeds=len(seeds))
+        self._kick()
+        return entry
+
+    async def pause(self, crawl_id: int) -> Entry:
+        entry = self.get(crawl_id)
+        if entry.state == "paused":
+            return entry
+        if entry.state not in ("queued", "running"):
+            raise ConflictError(f"crawl {crawl_id} is {entry.state}; only a queued or running one")
+        await self._set(entry, "paused")
+        self._stop_run(crawl_id)
+        return entry
+
+    async def resume(self, crawl_id: int) -> Entry:
+        entry = self.get(crawl_id)
+        if entry.state in ("queued", "running"):
+            return entry
+        if entry.state not in ("paused", "failed"):
+            raise ConflictError(f"crawl {crawl_id} is {entry.state}; only a paused or failed one")
+        entry.queued_at = time.time()
+        entry.error = None
+        await self._set(entry, "queued")
+        self._kick()
+        return entry
+
+    async def cancel(self, crawl_id: int) -> Entry:
+        entry = self.get(crawl_id)
+        if entry.state == "cancelled":
+            return entry
+        if entry.state in ("finished", "deleting"):
+            raise ConflictError(f"crawl {crawl_id} is {entry.state} already")
+        await self._set(entry, "cancelled")
+        self._stop_run(crawl_id)
+        return entry
+
+    async def delete(self, crawl_id: int) -> None:
+        entry = self.get(crawl_id)
+        if entry.state == "deleting":
+            raise ConflictError(f"crawl {crawl_id} is being deleted already")
+        await self._set(entry, "deleting")
+        running = self._running.get(crawl_id)
+        if running is not None and running.task is not None:
+            self._stop_run(crawl_id)
+            await self._settle([running.task])
+        await self._finish_delete(entry)
+
+    # -- internals -----------------------------------------------------------------
+
+    async def _set(self, entry: Entry, state: str) -> None:
+        entry.state = state
+        self._settled.pop(entry.id, None)
+        await self.index.update(entry)
+
+    def _stop_run(self, crawl_id: int) -> None:
+        running = self._running.get(crawl_id)
+        if running is not None and not running.stopping:
+            running.stopping = True
+            running.run.stop()
+
+    async def _settle(self, tasks: list[asyncio.Task[None]]) -> None:
+        """Wait for stopped runs; cancel those that outlive the engine's own timeout."""
+        _, late = await asyncio.wait(tasks, timeout=self.config.shutdown_timeout_s + STOP_GRACE_S)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _finish_delete(self, entry: Entry) -> None:
+        await asyncio.to_thread(remove_crawl_files, self.path_of(entry.id))
+        await self.index.delete(entry.id)
+        self._entries.pop(entry.id, None)
+        self._settled.pop(entry.id, None)
+        log.info("crawl_deleted", crawl_id=entry.id)
+
+    def _queue(self) -> list[Entry]:
+        """Queued crawls, oldest first (those resumed at start kept their old place)."""
+        waiting = [
+            e for e in self._entries.values() if e.state == "queued" and e.id not in self._running
+        ]
+        return sorted(waiting, key=lambda e: (e.queued_at, e.id))
+
+    def _kick(self) -> None:
+        """Start queued crawls while there are free slots."""
+        if self._closing:
+            return
+        for entry in self._queue():
+            if len(self._running) >= self.config.max_running:
+                return
+            run = CrawlRun(
+                self.path_of(entry.id),
+                entry.seeds,
+                entry.settings,
+                self.metrics,
+                shutdown_timeout_s=self.config.shutdown_timeout_s,
+            )
+            running = self._running[entry.id] = _Running(run)
+            resumed = entry.started_at is not None
+            entry.state = "running"
+            entry.started_at = entry.started_at or time.time()
+            self._settled.pop(entry.id, None)
+            running.task = asyncio.create_task(self._drive(entry, running, resumed), name="crawl")
+
+    async def _drive(self, entry: Entry, running: _Running, resumed: bool) -> None:
+        """The crawl's task: its log lines carry its id."""
+        structlog.contextvars.bind_contextvars(crawl_id=entry.id)
+        finished = False
+        try:
+            await self.index.update(entry)
+            log.info("crawl_started", resumed=resumed)
+            finished = await running.run.execute()
+        except asyncio.CancelledError:
+            log.warning("crawl_cancelled_hard")
+            raise
+        except Exception as exc:
+            log.exception("crawl_failed")
+            if entry.state in ("running", "queued"):
+                entry.state = "failed"
+                entry.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            del self._running[entry.id]
+            self._settled.pop(entry.id, None)
+        if finished and entry.state != "deleting":
+            entry.state = "finished"
+            entry.finished_at = time.time()
+            log.info("crawl_finished")
+        else:
+            if entry.state == "running" and not running.stopping:  # never asked to stop
+                entry.state = "failed"
+                entry.error = "the crawl stopped by itself"
+            log.info("crawl_stopped", state=entry.state)
+        if entry.state != "deleting":
+            with contextlib.suppress(Exception):
+                await self.index.update(entry)
+        self._kick()
+
+    async def _sample_loop(self) -> None:
+        while True:
+            await asyncio.sleep(SAMPLE_EVERY_S)
+            for crawl_id, running in list(self._running.items()):
+                try:
+                    await running.run.sample()
+                except Exception as exc:  # a busy or vanished file: try again next time
+                    log.debug("sample_failed", crawl_id=crawl_id, error=str(exc))

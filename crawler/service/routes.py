@@ -1,0 +1,241 @@
+"""Every route of the service, once: the app is built from this table and the
+OpenAPI document is generated from it, so the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel
+
+from crawler import report
+from crawler.service import dashboard, handlers
+from crawler.service.schemas import (
+    CrawlCreate,
+    CrawlList,
+    CrawlView,
+    ErrorBody,
+    Health,
+    Ready,
+    ReportDocument,
+)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    location: str  # "path" or "query"
+    schema: dict[str, Any]
+    description: str
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One documented response: a model as JSON, and/or other media types."""
+
+    status: int
+    description: str
+    model: type[BaseModel] | None = None
+    media: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    handler: Handler
+    operation_id: str
+    summary: str
+    tag: str
+    answers: tuple[Answer, ...]
+    params: tuple[Param, ...] = ()
+    body: type[BaseModel] | None = None
+
+    @property
+    def writes(self) -> bool:
+        """Write routes need the bearer token when one is configured."""
+        return self.method in ("POST", "PUT", "PATCH", "DELETE")
+
+
+CRAWL_ID = Param("crawl_id", "path", {"type": "integer", "minimum": 1}, "the crawl's id")
+REPORT_FORMAT = Param(
+    "format",
+    "query",
+    {"type": "string", "enum": list(report.FORMATS), "default": handlers.DEFAULT_REPORT_FORMAT},
+    "report format, as `crawler report --format`",
+    required=False,
+)
+STATIC_NAME = Param(
+    "name", "path", {"type": "string", "enum": sorted(dashboard.STATIC_FILES)}, "file name"
+)
+TEXT = {"schema": {"type": "string"}}
+
+
+def _error(status: int, description: str) -> Answer:
+    return Answer(status, description, ErrorBody)
+
+
+NOT_FOUND = _error(404, "no such crawl")
+UNAUTHORIZED = _error(401, "missing or wrong bearer token")
+FORBIDDEN = _error(403, "cross-origin write, or a Host header that is not loopback")
+CONFLICT = _error(409, "not possible in the crawl's state")
+
+
+def _transition(action: str, handler: Handler, summary: str) -> Route:
+    return Route(
+        "POST",
+        f"/crawls/{{crawl_id}}/{action}",
+        handler,
+        f"{action}_crawl",
+        summary,
+        "crawls",
+        (Answer(200, "the crawl", CrawlView), UNAUTHORIZED, FORBIDDEN, NOT_FOUND, CONFLICT),
+        (CRAWL_ID,),
+    )
+
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "GET",
+        "/crawls",
+        handlers.list_crawls,
+        "list_crawls",
+        "All crawls, newest first, with live progress",
+        "crawls",
+        (Answer(200, "the crawls", CrawlList),),
+    ),
+    Route(
+        "POST",
+        "/crawls",
+        handlers.create_crawl,
+        "create_crawl",
+        "Start a crawl (queued when --max-running crawls are running)",
+        "crawls",
+        (
+            Answer(201, "created", CrawlView),
+            _error(400, "the body is not JSON"),
+            UNAUTHORIZED,
+            FORBIDDEN,
+            _error(413, "body too large"),
+            _error(415, "body not sent as application/json"),
+            _error(422, "a field is invalid; `field` names it"),
+            _error(429, "too many crawls queued"),
+        ),
+        body=CrawlCreate,
+    ),
+    Route(
+        "GET",
+        "/crawls/{crawl_id}",
+        handlers.get_crawl,
+        "get_crawl",
+        "One crawl: state and live counters",
+        "crawls",
+        (Answer(200, "the crawl", CrawlView), NOT_FOUND),
+        (CRAWL_ID,),
+    ),
+    Route(
+        "DELETE",
+        "/crawls/{crawl_id}",
+        handlers.delete_crawl,
+        "delete_crawl",
+        "Stop a crawl if it runs, and delete it with its data",
+        "crawls",
+        (Answer(204, "deleted"), UNAUTHORIZED, FORBIDDEN, NOT_FOUND, CONFLICT),
+        (CRAWL_ID,),
+    ),
+    _transition("pause", handlers.pause_crawl, "Pause a queued or running crawl"),
+    _transition("resume", handlers.resume_crawl, "Queue a paused or failed crawl again"),
+    _transition("cancel", handlers.cancel_crawl, "Stop a crawl for good (its report stays)"),
+    Route(
+        "GET",
+        "/crawls/{crawl_id}/report",
+        handlers.crawl_report,
+        "crawl_report",
+        "The crawl's report, in any format of `crawler report` (during the crawl too)",
+        "crawls",
+        (
+            Answer(
+                200,
+                "the report: JSON for format=json, text for the others",
+                ReportDocument,
+                media={
+                    handlers.media_type(fmt): TEXT
+                    for fmt in report.FORMATS
+                    if handlers.media_type(fmt) != "application/json"
+                },
+            ),
+            _error(400, "unknown format"),
+            NOT_FOUND,
+            _error(409, "the crawl has not started yet"),
+        ),
+        (CRAWL_ID, REPORT_FORMAT),
+    ),
+    Route(
+        "GET",
+        "/healthz",
+        handlers.healthz,
+        "healthz",
+        "The process is alive",
+        "operations",
+        (Answer(200, "alive", Health),),
+    ),
+    Route(
+        "GET",
+        "/readyz",
+        handlers.readyz,
+        "readyz",
+        "The data directory is writable and the index readable",
+        "operations",
+        (Answer(200, "ready", Ready), Answer(503, "not ready", Ready)),
+    ),
+    Route(
+        "GET",
+        "/metrics",
+        handlers.metrics,
+        "metrics",
+        "Prometheus metrics",
+        "operations",
+        (Answer(200, "text exposition format", media={"text/plain": TEXT}),),
+    ),
+    Route(
+        "GET",
+        "/openapi.json",
+        handlers.openapi_json,
+        "openapi",
+        "This document",
+        "operations",
+        (Answer(200, "OpenAPI 3.1", media={"application/json": {"schema": {"type": "object"}}}),),
+    ),
+    Route(
+        "GET",
+        "/",
+        dashboard.index,
+        "dashboard",
+        "The dashboard",
+        "dashboard",
+        (Answer(200, "HTML page", media={"text/html": TEXT}),),
+    ),
+    Route(
+        "GET",
+        "/static/{name}",
+        dashboard.static_file,
+        "static_file",
+        "The dashboard's scripts and styles",
+        "dashboard",
+        (
+            Answer(
+                200,
+                "the file",
+                media={media: TEXT for media in sorted(set(dashboard.STATIC_FILES.values()))},
+            ),
+            _error(404, "no such file"),
+        ),
+        (STATIC_NAME,),
+    ),
+)

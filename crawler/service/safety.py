@@ -1,0 +1,113 @@
+"""What a crawl created over HTTP may do, and who may ask: pure decisions, no I/O.
+
+- ``is_private_host``: a seed's host that is a private, loopback, link-local
+  (or otherwise non-public) IP literal, or a ``localhost`` name. Seeds like
+  that are refused unless the service runs with ``--allow-private``.
+- ``guard_settings``: the crawl's settings as the service records them. Unless
+  private addresses are allowed, ``exclude_all_private`` is switched on, so the
+  engine also refuses discovered links and redirects (and names that resolve)
+  to internal addresses. Settings that name files on the server are refused.
+- ``redact_settings``: settings as shown to readers, without credentials.
+- ``token_matches``: the bearer token, compared in constant time.
+- ``is_loopback_host_header``: DNS-rebinding guard for a service without token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import socket
+from typing import Any
+
+# Settings whose value is a path on the server: a crawl created over HTTP must
+# not make the service read or write files of its choosing.
+SERVER_PATH_SETTINGS = ("cookie_jar",)
+REDACTED = "<redacted>"
+
+
+def is_private_host(host: str) -> bool:
+    """A non-public IP literal (any spelling ``inet_aton`` accepts) or a localhost name."""
+    name = host.strip().lower().rstrip(".")
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(name)
+    except ValueError:
+        try:  # 127.1, 0x7f.1, 2130706433: what resolvers accept as IPv4
+            ip = ipaddress.IPv4Address(socket.inet_aton(name))
+        except OSError:
+            return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return bool(
+        not ip.is_global  # private, shared (100.64/10), documentation ranges...
+        or ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_reserved
+        or ip.is_multicast
+        or ip.is_unspecified
+    )
+
+
+def guard_settings(settings: dict[str, Any], *, allow_private: bool) -> dict[str, Any]:
+    """The settings recorded with a crawl created through the service.
+
+    Raises ValueError naming the field for a setting the service refuses.
+    """
+    for name in SERVER_PATH_SETTINGS:
+        if settings.get(name):
+            raise ValueError(f"{name}: not available through the service (a path on the server)")
+    guarded = dict(settings)
+    if not allow_private:
+        guarded["exclude_all_private"] = True
+    return guarded
+
+
+def redact_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """Settings for a reader of the API: header values and credentials hidden."""
+    shown = dict(settings)
+    if shown.get("headers"):
+        shown["headers"] = dict.fromkeys(shown["headers"], REDACTED)
+    if shown.get("basic_auth"):
+        shown["basic_auth"] = [
+            f"{entry.partition(' ')[0]} {REDACTED}" for entry in shown["basic_auth"]
+        ]
+    hosts = shown.get("hosts")
+    if isinstance(hosts, dict):
+        shown["hosts"] = {
+            name: {**value, "headers": dict.fromkeys(value.get("headers") or {}, REDACTED)}
+            if isinstance(value, dict)
+            else value
+            for name, value in hosts.items()
+        }
+    return shown
+
+
+def token_matches(header: str | None, token: str) -> bool:
+    """``Authorization: Bearer <token>``, compared in constant time."""
+    if not header:
+        return False
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+def is_loopback_host_header(host_header: str | None) -> bool:
+    """Is the Host header a loopback name? Blocks DNS rebinding when no token protects us."""
+    if not host_header:
+        return False
+    name = host_header.strip().lower()
+    if name.startswith("["):
+        name = name[1 : name.find("]")] if "]" in name else name
+    elif name.count(":") == 1:
+        name = name.rsplit(":", 1)[0]
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,83 @@
+"""What every handler reaches through the app, and the one error type they raise.
+
+``ApiError`` becomes the JSON ``ErrorBody`` in ``middleware``; handlers never
+build error responses themselves, so every error has the same shape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+from aiohttp import web
+
+from crawler.service.config import ServiceConfig
+from crawler.service.manager import CrawlManager
+from crawler.service.metrics import ServiceMetrics
+from crawler.service.schemas import ErrorBody, ErrorDetail
+
+
+@dataclass
+class Service:
+    """The running service: its settings, its crawls and its metrics."""
+
+    config: ServiceConfig
+    metrics: ServiceMetrics
+    manager: CrawlManager
+    started_at: float = field(default_factory=time.time)
+    stopping: bool = False
+
+    @classmethod
+    def create(cls, config: ServiceConfig) -> Service:
+        metrics = ServiceMetrics()
+        return cls(config, metrics, CrawlManager(config, metrics))
+
+
+SERVICE = web.AppKey("service", Service)
+OPENAPI = web.AppKey("openapi", dict[str, Any])
+
+
+class ApiError(Exception):
+    """An answer other than success; ``field`` names the offending input."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        field: str | None = None,
+        details: Sequence[ErrorDetail] = (),
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = ErrorBody(error=message, field=field, details=list(details))
+        self.headers = headers or {}
+
+    @classmethod
+    def from_validation(cls, exc: pydantic.ValidationError, prefix: str = "") -> ApiError:
+        """422 naming each field; malformed JSON is a 400."""
+        details = []
+        for error in exc.errors(include_url=False):
+            loc = field_path(error["loc"], prefix)
+            message = error["msg"].removeprefix("Value error, ")
+            details.append(ErrorDetail(field=loc, message=message, type=error["type"]))
+        first = details[0]
+        if first.type == "json_invalid":
+            return cls(400, first.message, details=details)
+        where = first.field or "body"
+        return cls(422, f"invalid {where}: {first.message}", field=first.field, details=details)
+
+
+def field_path(loc: Sequence[int | str], prefix: str = "") -> str | None:
+    """``("settings", "include", 0)`` -> ``settings.include[0]``."""
+    text = prefix
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text or None

@@ -1,0 +1,321 @@
+// The crawler dashboard: polls the JSON API every second, no page reloads.
+// Everything from the API is put in the page with textContent, never as HTML:
+// URLs and error texts come from crawled sites.
+"use strict";
+
+const POLL_MS = 1000;
+const REPORT_EVERY_MS = 2000;
+const TERMINAL = new Set(["finished", "cancelled", "failed"]);
+
+const $ = (id) => document.getElementById(id);
+const view = { crawlId: null, report: null, reportAt: 0, reportState: null };
+
+function token() {
+  return $("token").value.trim();
+}
+
+async function api(method, path, body) {
+  const headers = {};
+  if (token()) headers["Authorization"] = "Bearer " + token();
+  const init = { method, headers };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, init);
+  if (response.status === 204) return null;
+  const type = response.headers.get("Content-Type") || "";
+  const data = type.includes("json") ? await response.json() : await response.text();
+  if (!response.ok) {
+    const message = data && data.error ? data.error : response.status + " " + response.statusText;
+    throw new Error(message);
+  }
+  return data;
+}
+
+function el(tag, text, className) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (className) node.className = className;
+  return node;
+}
+
+function showError(id, error) {
+  const node = $(id);
+  node.textContent = error ? error.message || String(error) : "";
+  node.hidden = !error;
+}
+
+function eta(seconds) {
+  if (seconds === null || seconds === undefined) return "";
+  if (seconds < 60) return Math.round(seconds) + " s";
+  if (seconds < 3600) return Math.round(seconds / 60) + " min";
+  return (seconds / 3600).toFixed(1) + " h";
+}
+
+function fraction(p) {
+  const total = p.crawled + p.pending + p.leased;
+  return total > 0 ? p.crawled / total : 0;
+}
+
+function safeLink(url) {
+  try {
+    const parsed = new URL(url);
+    if (parsed.protocol === "http:" || parsed.protocol === "https:") {
+      const a = el("a", url);
+      a.href = parsed.href;
+      a.target = "_blank";
+      a.rel = "noopener noreferrer";
+      return a;
+    }
+  } catch (e) {
+    // not a URL: shown as text
+  }
+  return el("span", url);
+}
+
+// -- the list -------------------------------------------------------------------
+
+const ACTIONS = {
+  queued: ["pause", "cancel", "delete"],
+  running: ["pause", "cancel", "delete"],
+  paused: ["resume", "cancel", "delete"],
+  failed: ["resume", "delete"],
+  finished: ["delete"],
+  cancelled: ["delete"],
+  pausing: [],
+  cancelling: [],
+  deleting: [],
+};
+
+function renderRow(row, crawl) {
+  const p = crawl.progress;
+  const cells = row.children;
+  cells[0].replaceChildren(Object.assign(el("a", crawl.id), { href: "#/crawls/" + crawl.id }));
+  cells[1].textContent = crawl.state + (crawl.queue_position ? " #" + crawl.queue_position : "");
+  cells[1].className = "state state-" + crawl.state;
+  cells[2].textContent = crawl.seeds.join(" ");
+  const bar = cells[3].querySelector("progress") || cells[3].appendChild(el("progress"));
+  bar.max = 1;
+  bar.value = crawl.state === "finished" ? 1 : fraction(p);
+  cells[4].textContent = p.crawled;
+  cells[5].textContent = p.pending;
+  cells[6].textContent = p.leased;
+  cells[7].textContent = p.broken;
+  cells[8].textContent = p.pages_per_s.toFixed(1);
+  cells[9].textContent = crawl.state === "running" ? eta(p.eta_s) : "";
+  const wanted = (ACTIONS[crawl.state] || []).join(",");
+  if (cells[10].dataset.actions !== wanted) {
+    cells[10].dataset.actions = wanted;
+    cells[10].replaceChildren(
+      ...(ACTIONS[crawl.state] || []).map((action) => {
+        const button = el("button", action);
+        button.type = "button";
+        button.dataset.action = action;
+        button.dataset.id = crawl.id;
+        return button;
+      })
+    );
+  }
+}
+
+function renderList(data) {
+  const body = $("crawls").tBodies[0];
+  const rows = new Map([...body.rows].map((row) => [row.dataset.id, row]));
+  let previous = null;
+  for (const crawl of data.crawls) {
+    const key = String(crawl.id);
+    let row = rows.get(key);
+    if (!row) {
+      row = el("tr");
+      row.dataset.id = key;
+      for (let i = 0; i < 11; i++) row.appendChild(el("td"));
+    }
+    rows.delete(key);
+    renderRow(row, crawl);
+    const next = previous ? previous.nextSibling : body.firstChild;
+    if (row !== next) body.insertBefore(row, next);
+    previous = row;
+  }
+  for (const row of rows.values()) row.remove();
+  $("no-crawls").hidden = data.crawls.length > 0;
+}
+
+async function act(action, id) {
+  try {
+    if (action === "delete") {
+      if (!window.confirm("Delete crawl " + id + " and its results?")) return;
+      await api("DELETE", "/crawls/" + id);
+    } else {
+      await api("POST", "/crawls/" + id + "/" + action);
+    }
+    showError("list-error", null);
+  } catch (error) {
+    showError("list-error", error);
+  }
+  refresh();
+}
+
+function intOrNull(id) {
+  const text = $(id).value.trim();
+  return text === "" ? null : Number(text);
+}
+
+async function startCrawl(event) {
+  event.preventDefault();
+  let settings = {};
+  try {
+    const extra = $("settings-json").value.trim();
+    if (extra) settings = JSON.parse(extra);
+  } catch (error) {
+    showError("form-error", new Error("More settings: " + error.message));
+    return;
+  }
+  settings.scope = $("scope").value;
+  if (intOrNull("max-depth") !== null) settings.max_depth = intOrNull("max-depth");
+  if (intOrNull("max-concurrency") !== null) settings.max_concurrency = intOrNull("max-concurrency");
+  if ($("internal-only").checked) settings.internal_only = true;
+  const seeds = $("seeds").value.split(/\s+/).filter((s) => s);
+  try {
+    await api("POST", "/crawls", { seeds, settings });
+    showError("form-error", null);
+    $("seeds").value = "";
+  } catch (error) {
+    showError("form-error", error);
+  }
+  refresh();
+}
+
+// -- one crawl ------------------------------------------------------------------
+
+function renderSummary(crawl) {
+  const p = crawl.progress;
+  $("crawl-title").textContent = "Crawl " + crawl.id + ": " + crawl.seeds.join(" ");
+  const parts = [
+    crawl.state,
+    p.crawled + " crawled",
+    p.pages + " pages",
+    p.pending + " pending",
+    p.broken + " broken",
+    p.pages_per_s.toFixed(1) + " pages/s",
+  ];
+  if (crawl.state === "running" && p.eta_s !== null) parts.push("ETA " + eta(p.eta_s));
+  if (crawl.error) parts.push(crawl.error);
+  $("crawl-summary").textContent = parts.join(" · ");
+  $("crawl-summary").dataset.state = crawl.state;
+  $("report-json").href = crawl.report_url + "?format=json";
+  $("report-text").href = crawl.report_url + "?format=text";
+}
+
+function groupBySource(broken) {
+  const groups = new Map();
+  for (const link of broken) {
+    const sources = link.sources && link.sources.length ? link.sources : ["(seed)"];
+    for (const source of sources) {
+      if (!groups.has(source)) groups.set(source, []);
+      groups.get(source).push(link);
+    }
+  }
+  return [...groups.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1));
+}
+
+function renderBroken() {
+  const container = $("broken");
+  const report = view.report;
+  if (!report) {
+    container.replaceChildren();
+    $("broken-count").textContent = "";
+    return;
+  }
+  const needle = $("filter").value.trim().toLowerCase();
+  const matches = (text) => String(text || "").toLowerCase().includes(needle);
+  const groups = [];
+  let shown = 0;
+  for (const [source, links] of groupBySource(report.broken)) {
+    const kept = needle
+      ? links.filter((l) => matches(source) || matches(l.url) || matches(l.error) || matches(l.status))
+      : links;
+    if (!kept.length) continue;
+    const group = el("section", null, "group");
+    group.dataset.source = source;
+    group.appendChild(el("h4")).appendChild(safeLink(source));
+    const list = group.appendChild(el("ul"));
+    for (const link of kept) {
+      const item = list.appendChild(el("li", null, "broken-link"));
+      item.appendChild(safeLink(link.url));
+      item.appendChild(el("span", link.error || String(link.status), "reason"));
+      shown++;
+    }
+    groups.push(group);
+  }
+  container.replaceChildren(...groups);
+  const total = report.broken.length;
+  $("broken-count").textContent = needle
+    ? shown + " of the broken links match"
+    : total === 0
+      ? "No broken links" + (report.summary && report.summary.pending ? " so far." : ".")
+      : total + " broken link" + (total === 1 ? "" : "s") + " on " + groups.length + " page" + (groups.length === 1 ? "" : "s");
+}
+
+async function refreshCrawl(id) {
+  const crawl = await api("GET", "/crawls/" + id);
+  renderSummary(crawl);
+  const now = Date.now();
+  const due = now - view.reportAt >= REPORT_EVERY_MS || view.reportState !== crawl.state;
+  const settledOnce = TERMINAL.has(view.reportState) && view.reportState === crawl.state;
+  if (crawl.state !== "queued" && due && !settledOnce) {
+    view.report = await api("GET", crawl.report_url + "?format=json");
+    view.reportAt = now;
+    view.reportState = crawl.state;
+    renderBroken();
+  }
+}
+
+// -- routing and polling ----------------------------------------------------------
+
+function route() {
+  const match = location.hash.match(/^#\/crawls\/(\d+)$/);
+  const id = match ? match[1] : null;
+  if (id !== view.crawlId) {
+    view.crawlId = id;
+    view.report = null;
+    view.reportAt = 0;
+    view.reportState = null;
+    renderBroken();
+  }
+  $("list-view").hidden = id !== null;
+  $("crawl-view").hidden = id === null;
+  refresh();
+}
+
+let refreshing = false;
+async function refresh() {
+  if (refreshing) return;
+  refreshing = true;
+  try {
+    if (view.crawlId !== null) {
+      await refreshCrawl(view.crawlId);
+    } else {
+      renderList(await api("GET", "/crawls"));
+    }
+    showError("list-error", null);
+  } catch (error) {
+    showError(view.crawlId !== null ? "list-error" : "list-error", error);
+  } finally {
+    refreshing = false;
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("token").value = sessionStorage.getItem("crawler-token") || "";
+  $("token").addEventListener("change", () => sessionStorage.setItem("crawler-token", token()));
+  $("crawl-form").addEventListener("submit", startCrawl);
+  $("crawls").tBodies[0].addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-action]");
+    if (button) act(button.dataset.action, button.dataset.id);
+  });
+  $("filter").addEventListener("input", renderBroken);
+  window.addEventListener("hashchange", route);
+  route();
+  setInterval(refresh, POLL_MS);
+});

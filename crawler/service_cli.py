@@ -1,0 +1,173 @@
+"""``crawler serve``: the command line of the HTTP service.
+
+``add_serve_command`` adds the subcommand to ``crawler``'s parser (its
+``handler`` is ``run_serve``); ``python -m crawler.service`` takes the same
+options without the subcommand. Every option has a ``CRAWLER_*`` variable;
+flags win over the environment, which wins over the defaults.
+
+Exit codes: 0 after a graceful stop, 3 for bad options or an unsafe setup
+(a non-loopback address without a token), 1 when the port cannot be bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import structlog
+
+from crawler import log
+from crawler.errors import CrawlerError, UsageError
+from crawler.service import config as service_config
+from crawler.service.config import ENVIRONMENT, ServiceConfig, is_loopback_bind
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 3
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad usage exits 3, as in ``crawler``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def add_serve_command(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
+    """Add ``serve`` to ``crawler``'s subcommands."""
+    serve: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="run the HTTP service: JSON API, dashboard, metrics",
+        description="Run crawls over HTTP: a JSON API (OpenAPI at /openapi.json), "
+        "a dashboard at /, Prometheus metrics at /metrics.",
+    )
+    add_serve_options(serve)
+    serve.set_defaults(handler=run_serve)
+    return serve
+
+
+def add_serve_options(parser: argparse.ArgumentParser) -> None:
+    """The service's flags; an absent flag leaves the environment or default in force."""
+    env = ENVIRONMENT
+    parser.add_argument(
+        "--host",
+        help=f"address to listen on (default {service_config.DEFAULT_HOST}; "
+        f"anything but loopback needs a token) [{env['host']}]",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        help=f"port (default {service_config.DEFAULT_PORT}; 0 picks a free one) [{env['port']}]",
+    )
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help=f"where crawls are kept (default ./{service_config.DEFAULT_DATA_DIR}) "
+        f"[{env['data_dir']}]",
+    )
+    parser.add_argument(
+        "--token",
+        help="bearer token for POST and DELETE; prefer the environment variable, "
+        f"flags show in `ps` [{env['token']}]",
+    )
+    parser.add_argument(
+        "--max-running",
+        type=int,
+        metavar="N",
+        help=f"crawls running at once; the others queue (default "
+        f"{service_config.DEFAULT_MAX_RUNNING}) [{env['max_running']}]",
+    )
+    parser.add_argument(
+        "--allow-private",
+        action="store_true",
+        default=None,
+        help="let crawls reach private, loopback and link-local addresses "
+        f"[{env['allow_private']}]",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help=f"default {service_config.DEFAULT_LOG_LEVEL} [{env['log_level']}]",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("console", "json"),
+        help=f"default {service_config.DEFAULT_LOG_FORMAT} [{env['log_format']}]",
+    )
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        metavar="SECONDS",
+        dest="shutdown_timeout_s",
+        help="on SIGTERM, how long in-flight requests may finish "
+        f"[{env['shutdown_timeout_s']}]",
+    )
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM; returns the exit code."""
+    flags = {field: getattr(args, field, None) for field in ENVIRONMENT}
+    try:
+        config = service_config.resolve(flags)
+        _check_safe(config)
+        config.crawls_dir.mkdir(parents=True, exist_ok=True)
+    except UsageError as exc:
+        print(f"crawler: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"crawler: cannot create {config.crawls_dir}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    log.configure(config.log_level, config.log_format)
+    if config.log_format == "json":
+        _stdlib_logs_as_json()
+    from crawler.service.app import serve  # aiohttp's server only when serving
+
+    try:
+        asyncio.run(serve(config))
+    except UsageError as exc:
+        print(f"crawler: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (CrawlerError, OSError) as exc:
+        print(f"crawler: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def _stdlib_logs_as_json() -> None:
+    """aiohttp and other libraries log through ``logging``: one JSON object per line too."""
+    formatter = structlog.stdlib.ProcessorFormatter(
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.JSONRenderer(),
+        ],
+        foreign_pre_chain=[
+            structlog.contextvars.merge_contextvars,
+            structlog.stdlib.add_logger_name,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+        ],
+    )
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(formatter)
+
+
+def _check_safe(config: ServiceConfig) -> None:
+    if config.token is None and not is_loopback_bind(config.host):
+        raise UsageError(
+            f"refusing to listen on {config.host} without a token: anyone who can reach it "
+            f"could start crawls. Set {ENVIRONMENT['token']} (or --token), or listen on "
+            "127.0.0.1"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m crawler.service [options]``."""
+    parser = _Parser(prog="python -m crawler.service", description="Run the crawler service.")
+    add_serve_options(parser)
+    return run_serve(parser.parse_args(argv))
