@@ -31,7 +31,7 @@ from crawler.outcome import Policy, build_outcome, retry_delay_for
 from crawler.politeness import HostGate
 from crawler.robots import Robots
 from crawler.scope import Scope
-from crawler.store.async_store import AsyncFrontier
+from crawler.store.base import FrontierStore
 
 log = structlog.get_logger(__name__)
 
@@ -61,7 +61,7 @@ class Engine:
 
     def __init__(
         self,
-        frontier: AsyncFrontier,
+        frontier: FrontierStore,
         fetcher: Fetcher,
         scope: Scope,
         settings: CrawlSettings,

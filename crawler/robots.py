@@ -17,8 +17,7 @@ import structlog
 from protego import Protego
 
 from crawler.fetch import Fetcher
-from crawler.store import hostdata
-from crawler.store.async_store import AsyncFrontier
+from crawler.store.base import FrontierStore
 
 log = structlog.get_logger(__name__)
 CACHE_SIZE = 1000
@@ -28,7 +27,7 @@ MAX_ROBOTS_BYTES = 512 * 1024
 class Robots:
     """robots.txt rules per host for one crawl."""
 
-    def __init__(self, fetcher: Fetcher, frontier: AsyncFrontier, user_agent: str) -> None:
+    def __init__(self, fetcher: Fetcher, frontier: FrontierStore, user_agent: str) -> None:
         self._fetcher = fetcher
         self._frontier = frontier
         self._agent = user_agent
@@ -72,8 +71,7 @@ class Robots:
         return rules
 
     async def _load(self, url: str, host: str) -> Protego:
-        crawl_id = self._frontier.crawl_id
-        stored = await self._frontier.call(lambda c: hostdata.get_robots(c, crawl_id, host))
+        stored = await self._frontier.get_robots(host)
         if stored is None:
             origin = url[: url.index("/", url.index("//") + 2)]
             fetched = await self._fetcher.fetch_text(origin + "/robots.txt")
@@ -84,9 +82,7 @@ class Robots:
             elif status is None or status >= 500:
                 log.warning("robots_unavailable", host=host, error=fetched.error, status=status)
             now = time.time()
-            await self._frontier.call(
-                lambda c: hostdata.put_robots(c, crawl_id, host, status, body, now)
-            )
+            await self._frontier.put_robots(host, status, body, now)
         else:
             body = stored[1]
         rules = Protego.parse(body)

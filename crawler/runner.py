@@ -24,13 +24,14 @@ from crawler.robots import Robots
 from crawler.scope import Scope
 from crawler.store import crawls, db
 from crawler.store.async_store import AsyncFrontier
+from crawler.store.base import FrontierStore
 
 
 @dataclass
 class CrawlJob:
     """One crawl ready to run: its frontier, settings and scope."""
 
-    frontier: AsyncFrontier
+    frontier: FrontierStore
     settings: CrawlSettings
     scope: Scope
     seeds: list[Discovered] = field(default_factory=list)
@@ -71,10 +72,9 @@ class CrawlJob:
                 return await self.engine.run()
         finally:
             elapsed = time.monotonic() - started if self.records_elapsed else 0.0
-            crawl_id = self.crawl_id
             # On a full disk this write fails too; the error on its way says so.
             with contextlib.suppress(StoreError):
-                await self.frontier.call(lambda conn: crawls.add_elapsed(conn, crawl_id, elapsed))
+                await self.frontier.add_elapsed(elapsed)
 
     async def _enqueue_seeds(self, fetcher: Fetcher) -> None:
         """The seeds, then the pages their sitemaps list (first run only)."""

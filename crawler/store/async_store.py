@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import ParamSpec, TypeVar
 
 from crawler.models import Counts, Discovered, LeasedUrl, Outcome
+from crawler.store import crawls, hostdata
 from crawler.store.frontier import Frontier
 
 P = ParamSpec("P")
@@ -78,6 +79,15 @@ class AsyncFrontier:
 
     async def bound_wal(self, limit_bytes: int) -> bool:
         return await self._run(self.sync.bound_wal, limit_bytes)
+
+    async def add_elapsed(self, seconds: float) -> None:
+        await self._run(crawls.add_elapsed, self._conn, self.crawl_id, seconds)
+
+    async def get_robots(self, host: str) -> tuple[int | None, str] | None:
+        return await self._run(hostdata.get_robots, self._conn, self.crawl_id, host)
+
+    async def put_robots(self, host: str, status: int | None, body: str, now: float) -> None:
+        await self._run(hostdata.put_robots, self._conn, self.crawl_id, host, status, body, now)
 
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run any function of the write connection on the writer thread."""
