@@ -6,6 +6,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
+
 from sitekit import HostileServer, Site, SiteServer, wait_until, wait_until_sync
 
 __all__ = ["wait_until", "wait_until_sync"]  # re-exported; import them from sitekit

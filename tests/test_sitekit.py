@@ -10,6 +10,7 @@ from html.parser import HTMLParser
 
 import aiohttp
 import pytest
+
 from sitekit import (
     BIG_HTML_FIRST_LINK,
     BIG_HTML_LAST_LINK,
