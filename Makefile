@@ -39,7 +39,7 @@ crawl: $(VENV)/.installed  ## crawl URL=https://example.org/ [ARGS="--max-depth 
 
 .PHONY: lint
 lint: $(VENV)/.installed-dev  ## ruff and mypy
-	$(BIN)/ruff check crawler tests bench
+	$(BIN)/ruff check .
 	$(BIN)/mypy
 
 .PHONY: test

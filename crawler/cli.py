@@ -116,6 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CrawlerError as exc:
         print(f"crawler: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+    except sqlite3.Error as exc:  # the database failed under us (I/O error, …)
+        print(
+            f"crawler: database error: {exc}. What was committed is kept; "
+            f"continue with `crawler resume --db {run_options.db}`.",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
 
 
 def _crawl(args: argparse.Namespace, settings: CrawlSettings, run: RunOptions) -> int:

@@ -109,6 +109,18 @@ class Engine:
             await self._shutdown(writer, renewer)
         if self._fatal is not None:
             raise self._fatal
+        stats = self.stats
+        log.info(
+            "engine_stopped",
+            finished=finished,
+            owner=self.owner,
+            fetched=stats.fetched,
+            pages=stats.pages,
+            broken=stats.broken,
+            retried=stats.retried,
+            rejected=stats.rejected,
+            seconds=round(time.monotonic() - stats.started_at, 3),
+        )
         return finished
 
     def stop(self) -> None:
@@ -119,10 +131,12 @@ class Engine:
     # -- the loop ------------------------------------------------------------
 
     async def _main_loop(self) -> bool:
-        batch = self._settings.lease_batch
+        # Hold no more than about two rounds of fetches: enough to keep every slot
+        # busy, few enough that other workers on the same crawl find work too.
+        batch = min(self._settings.lease_batch, 2 * self._settings.max_concurrency)
         while not self._stopping and self._fatal is None:
-            if self._buffered < batch and not self._frontier_dry:
-                await self._lease(batch)
+            if self._buffered <= batch // 2 and not self._frontier_dry:
+                await self._lease(batch - self._buffered)
             self._dispatch()
             if self._is_idle():
                 if await self._frontier.finish_if_quiescent(time.time()):

@@ -287,7 +287,8 @@ def validate(model: type[M], values: Mapping[str, Any]) -> M:
         loc = [str(p) for p in first["loc"]]
         option = BY_FIELD.get(loc[0]) if loc else None
         name = option.flags[-1] if option else ".".join(loc) or "settings"
-        raise UsageError(f"invalid {name}: {first['msg']}") from exc
+        message = first["msg"].removeprefix("Value error, ")
+        raise UsageError(f"invalid {name}: {message}") from exc
 
 
 def markdown_table() -> str:

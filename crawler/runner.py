@@ -164,6 +164,8 @@ def open_existing(
     db_path: str | Path, crawl_id: int | None = None, *, durability: db.Durability = "normal"
 ) -> tuple[CrawlJob, crawls.CrawlRecord]:
     """Prepare a recorded crawl for resuming: the given one, else the latest unfinished."""
+    if not Path(db_path).exists():
+        raise UsageError(f"{db_path}: no such database; start a crawl with `crawler crawl URL`")
     conn = db.open_database(db_path, durability=durability)
     try:
         if crawl_id is not None:

@@ -63,7 +63,8 @@ def apply(conn: sqlite3.Connection, application_id: int) -> int:
             conn.execute(f"PRAGMA user_version = {version}")
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # a full disk may already have rolled it back
+            conn.execute("ROLLBACK")
         raise
     return pending[-1][0]
 
