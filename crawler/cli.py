@@ -21,7 +21,7 @@ from typing import NoReturn
 
 from rich.console import Console
 
-from crawler import __version__, log, options, progress, report, runner, service_cli, workers
+from crawler import __version__, aio, log, options, progress, report, runner, service_cli, workers
 from crawler.config import CrawlSettings, RunOptions
 from crawler.errors import CrawlerError, DiskFullError, UsageError
 from crawler.store import db
@@ -144,7 +144,7 @@ def _work(args: argparse.Namespace, run: RunOptions) -> int:
         job.close()
         return EXIT_OK
     try:
-        finished, signum = asyncio.run(_run(run, job))
+        finished, signum = aio.run(_run(run, job))
     finally:
         job.close()
     if finished:
@@ -157,7 +157,7 @@ def _run_and_report(run: RunOptions, job: runner.CrawlJob) -> int:
     if run.workers > 1:
         job.on_seeded = lambda: procs.extend(workers.spawn(run, job.crawl_id, run.workers - 1))
     try:
-        finished, signum = asyncio.run(_run(run, job))
+        finished, signum = aio.run(_run(run, job))
     finally:
         job.close()
         workers.finish(procs, stop=True, timeout_s=run.shutdown_timeout_s)

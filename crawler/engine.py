@@ -77,7 +77,8 @@ class Engine:
         self._policy = Policy.from_settings(settings)
         self._robots = Robots(fetcher, frontier, settings.user_agent) if settings.robots else None
         self._gate = HostGate(self._host_limits)
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None  # uvloop's call_at gives a plain Handle
+        self._timer_at = 0.0
         self._wal_checked_at = 0.0
         self._ready: OrderedDict[str, deque[LeasedUrl]] = OrderedDict()
         self._buffered = 0
@@ -202,10 +203,11 @@ class Engine:
         loop = asyncio.get_running_loop()
         if ready_at <= loop.time():
             return
-        if self._timer is not None and self._timer.when() <= ready_at:
+        if self._timer is not None and self._timer_at <= ready_at:
             return
         if self._timer is not None:
             self._timer.cancel()
+        self._timer_at = ready_at
         self._timer = loop.call_at(ready_at, self._on_timer)
 
     def _on_timer(self) -> None:

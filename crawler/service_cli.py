@@ -12,7 +12,6 @@ Exit codes: 0 after a graceful stop, 3 for bad options or an unsafe setup
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from collections.abc import Sequence
@@ -20,7 +19,7 @@ from typing import Any, NoReturn
 
 import structlog
 
-from crawler import log
+from crawler import aio, log
 from crawler.errors import CrawlerError, UsageError
 from crawler.service import config as service_config
 from crawler.service.config import ENVIRONMENT, ServiceConfig, is_loopback_bind
@@ -128,7 +127,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from crawler.service.app import serve  # aiohttp's server only when serving
 
     try:
-        asyncio.run(serve(config))
+        aio.run(serve(config))
     except UsageError as exc:
         print(f"crawler: {exc}", file=sys.stderr)
         return EXIT_USAGE

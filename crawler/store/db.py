@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import sqlite3
+import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,12 @@ from crawler.store import migrate
 APPLICATION_ID = 0x43524C57  # "CRLW": marks a file as a crawler database
 SQLITE_HEADER = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 30_000
+# Writers wait for the write lock themselves (``_begin``): SQLite's own busy
+# handler sleeps 25-100 ms per try once it has waited a little, which wastes
+# most of the time a lock held for a few milliseconds is free.
+WRITER_BUSY_TIMEOUT_MS = 10
+LOCK_WAIT_S = 30.0
+LOCK_POLL_S = 0.0005
 Durability = Literal["normal", "full"]
 
 
@@ -58,6 +66,7 @@ def open_reader(path: str | Path) -> sqlite3.Connection:
 def _configure(conn: sqlite3.Connection, durability: Durability) -> None:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA busy_timeout = {WRITER_BUSY_TIMEOUT_MS}")
     conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'full' else 'NORMAL'}")
     conn.execute("PRAGMA foreign_keys = ON")
     # We checkpoint ourselves (see frontier.checkpoint), so a reader holding a
@@ -118,6 +127,23 @@ def _classify(exc: sqlite3.DatabaseError, path: Path) -> StoreError:
     return ForeignDatabaseError(f"{path}: damaged or not a database ({exc})")
 
 
+def _begin(conn: sqlite3.Connection) -> None:
+    """BEGIN IMMEDIATE, polling for the write lock another process holds."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if is_disk_full(exc):
+                raise DiskFullError(str(exc)) from exc
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise StoreError(f"the database stayed locked for {LOCK_WAIT_S:.0f} s") from exc
+        time.sleep(LOCK_POLL_S * (1 + random.random()))
+
+
 def is_disk_full(exc: BaseException) -> bool:
     """SQLite's SQLITE_FULL, from a full disk or from max_page_count."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -126,13 +152,8 @@ def is_disk_full(exc: BaseException) -> bool:
 
 @contextlib.contextmanager
 def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction; BEGIN IMMEDIATE so busy_timeout applies to the lock."""
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as exc:
-        if is_disk_full(exc):
-            raise DiskFullError(str(exc)) from exc
-        raise
+    """One write transaction, begun IMMEDIATE so it never fails half-way on the lock."""
+    _begin(conn)
     try:
         yield conn
     except BaseException as exc:

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from crawler.models import Counts, Discovered, LeasedUrl, Outcome, UrlKind, UrlState
-from crawler.store.db import BUSY_TIMEOUT_MS, atomic
+from crawler.store.db import WRITER_BUSY_TIMEOUT_MS, atomic
 
 DEFAULT_SEEN_CACHE_SIZE = 50_000
 HOST_CACHE_SIZE = 20_000
@@ -269,7 +269,7 @@ class Frontier:
         try:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         finally:
-            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._conn.execute(f"PRAGMA busy_timeout = {WRITER_BUSY_TIMEOUT_MS}")
         return self.wal_bytes() <= limit_bytes
 
     # -- internals ------------------------------------------------------------
