@@ -101,28 +101,9 @@ class Scope:
             )
         fragment = unquote(fragment) if fragment_kept else ""
         host = urls.host_of(key)
-        if self._is_excluded(key):
-            return Discovered(
-                url=key,
-                host=host,
-                kind=UrlKind.SKIP,
-                element=element,
-                fragment=fragment,
-                result=ResultClass.EXCLUDED,
-                reason="excluded by filter",
-            )
-        if self.exclude_all_private and is_private_host(host):
-            return Discovered(
-                url=key,
-                host=host,
-                kind=UrlKind.SKIP,
-                element=element,
-                fragment=fragment,
-                result=ResultClass.EXCLUDED,
-                reason="private address (--exclude-all-private)",
-            )
         in_scope = self.is_in_scope(key, host)
-        if self.internal_only and not in_scope:
+        refusal = self._refusal(key, host, in_scope)
+        if refusal is not None:
             return Discovered(
                 url=key,
                 host=host,
@@ -130,7 +111,7 @@ class Scope:
                 element=element,
                 fragment=fragment,
                 result=ResultClass.EXCLUDED,
-                reason="out of scope (--internal-only)",
+                reason=refusal,
             )
         crawl = (
             in_scope
@@ -175,6 +156,16 @@ class Scope:
                 del self._memo[next(iter(self._memo))]
             self._memo[key] = found
         return found
+
+    def _refusal(self, key: str, host: str, in_scope: bool) -> str | None:
+        """Why this URL is excluded from checking, or None."""
+        if self._is_excluded(key):
+            return "excluded by filter"
+        if self.exclude_all_private and is_private_host(host):
+            return "private address (--exclude-all-private)"
+        if self.internal_only and not in_scope:
+            return "out of scope (--internal-only)"
+        return None
 
     def _is_excluded(self, key: str) -> bool:
         # As in lychee: an include match wins over every exclude.
