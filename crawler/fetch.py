@@ -15,6 +15,7 @@ import base64
 import re
 import ssl
 import time
+import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
@@ -45,6 +46,11 @@ class Fetcher:
         self._local_root = local_root
         self._session: aiohttp.ClientSession | None = None
         self._jar: aiohttp.CookieJar | None = None
+        self._proxies = {
+            scheme: URL(address)
+            for scheme, address in urllib.request.getproxies_environment().items()
+            if scheme in ("http", "https")
+        }
         self._auth = [
             (re.compile(pattern), "Basic " + base64.b64encode(credentials.encode()).decode())
             for pattern, _, credentials in (e.partition(" ") for e in settings.basic_auth)
@@ -70,7 +76,9 @@ class Fetcher:
             timeout=aiohttp.ClientTimeout(total=settings.timeout_s),
             cookie_jar=jar,
             auto_decompress=True,
-            trust_env=True,
+            # trust_env would also read ~/.netrc on every request, in a thread:
+            # proxies are taken from the environment once, in _proxy, instead.
+            trust_env=False,
         )
         return self
 
@@ -122,6 +130,7 @@ class Fetcher:
                 URL(url, encoded=True),
                 allow_redirects=False,
                 headers=headers,
+                proxy=self._proxy(url),
             ) as response:
                 self._take_headers(response, fetched)
                 wanted = read == "any" or (read == "html" and (fetched.is_html or fetched.is_css))
@@ -132,6 +141,16 @@ class Fetcher:
             fetched.body = None
         fetched.elapsed_ms = int((time.monotonic() - started) * 1000)
         return fetched
+
+    def _proxy(self, url: str) -> URL | None:
+        """The proxy for this URL from HTTP(S)_PROXY, unless NO_PROXY covers its host."""
+        if not self._proxies:
+            return None
+        parsed = URL(url, encoded=True)
+        proxy = self._proxies.get(parsed.scheme)
+        if proxy is None or urllib.request.proxy_bypass_environment(parsed.host or ""):
+            return None
+        return proxy
 
     def _per_request(self, url: str) -> dict[str, str] | None:
         """Headers for this URL only: its host's settings and matching credentials."""
