@@ -1,0 +1,372 @@
+#!/usr/bin/env python3
+"""The crawler against LinkChecker and linkinator on the same synthetic site, same run.
+
+    bench/compare [--pages 1000] [--concurrency 32] [--server auto|nginx|python]
+
+Installs LinkChecker (PyPI) into bench/.tools/venv and linkinator (npm) into
+bench/.tools/node, both gitignored. Each tool crawls the site from a fresh
+server (its own port and access log) with the same concurrency; wall time and
+peak RSS (summed over the tool's process tree) are measured the same way as
+for the crawler, and the table gives each tool's figures as ratios to the
+crawler's. A tool that cannot be installed is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import measure
+import serve
+import sitegen
+from measure import BENCH, OUT, VENV_BIN, log
+from run import crawl_and_measure
+
+TOOLS = BENCH / ".tools"
+LC_VENV = TOOLS / "venv"
+LC_BIN = LC_VENV / "bin" / "linkchecker"
+NODE_PREFIX = TOOLS / "node"
+LINKINATOR = NODE_PREFIX / "node_modules" / ".bin" / "linkinator"
+INSTALL_TIMEOUT_S = 600
+
+
+@dataclass(slots=True)
+class Row:
+    tool: str
+    ok: bool
+    note: str = ""
+    wall_s: float = 0.0
+    pages: int = 0
+    peak_rss_mb: float = 0.0
+    requests: int = 0
+    duplicates: int = 0
+    broken_found: int = 0
+    broken_exact: bool = False
+    returncode: int | None = None
+
+
+def _install(cmd: list[str], what: str) -> bool:
+    log(f"installing {what}: {' '.join(cmd)}")
+    try:
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log(f"cannot install {what}: {exc}")
+        return False
+    if done.returncode != 0:
+        log(f"cannot install {what}: {(done.stderr or done.stdout).strip()[-800:]}")
+        return False
+    return True
+
+
+def install_linkchecker() -> str | None:
+    if LC_BIN.exists():
+        return None
+    if not (LC_VENV / "bin" / "python").exists() and not _install(
+        [str(VENV_BIN / "python"), "-m", "venv", str(LC_VENV)], "a venv for LinkChecker"
+    ):
+        return "python -m venv failed"
+    if not _install(
+        [str(LC_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet", "linkchecker"],
+        "LinkChecker (pip)",
+    ):
+        return "pip install linkchecker failed"
+    return None if LC_BIN.exists() else "linkchecker not found after install"
+
+
+def install_linkinator() -> str | None:
+    if LINKINATOR.exists():
+        return None
+    npm = shutil.which("npm")
+    if npm is None:
+        return "npm is not installed"
+    if not _install(
+        [npm, "install", "--prefix", str(NODE_PREFIX), "--no-audit", "--no-fund", "linkinator"],
+        "linkinator (npm)",
+    ):
+        return "npm install linkinator failed"
+    return None if LINKINATOR.exists() else "linkinator not found after install"
+
+
+def linkchecker_cmd(url: str, work: Path, concurrency: int) -> list[str]:
+    # LinkChecker waits 0.1-0.6 s between requests to a host unless the host
+    # answers with a "LinkChecker" header (our servers do) and the configured
+    # rate allows more: make it as unthrottled as the others.
+    rc = work / "linkcheckerrc"
+    rc.write_text(
+        "[checking]\n"
+        f"threads={concurrency}\n"
+        "maxrequestspersecond=100000\n"
+        "[filtering]\n"
+        "checkextern=1\n"
+    )
+    rc.chmod(0o644)
+    return [
+        str(LC_BIN),
+        "-f",
+        str(rc),
+        "--no-status",
+        "--check-extern",
+        "-t",
+        str(concurrency),
+        "-o",
+        "csv",
+        url,
+    ]
+
+
+def linkchecker_broken(stdout: Path) -> dict[str, list[str]]:
+    found: dict[str, set[str]] = {}
+    lines = [
+        line
+        for line in stdout.read_text(errors="replace").splitlines()
+        if line and not line.startswith("#")
+    ]
+    for row in csv.DictReader(lines, delimiter=";"):
+        if row.get("valid") == "False":
+            found.setdefault(row.get("url") or row.get("urlname") or "?", set()).add(
+                row.get("parentname") or ""
+            )
+    return {url: sorted(s for s in sources if s) for url, sources in found.items()}
+
+
+def linkinator_cmd(url: str, work: Path, concurrency: int) -> list[str]:
+    node = shutil.which("node") or "node"
+    return [
+        node,
+        str(LINKINATOR.resolve()),
+        url,
+        "--recurse",
+        "--concurrency",
+        str(concurrency),
+        "--timeout",
+        "20000",
+        "--format",
+        "JSON",
+    ]
+
+
+def linkinator_broken(stdout: Path) -> dict[str, list[str]]:
+    text = stdout.read_text(errors="replace")
+    start = text.find("{")
+    data = json.loads(text[start:]) if start >= 0 else {}
+    found: dict[str, set[str]] = {}
+    for link in data.get("links", []):
+        if link.get("state") == "BROKEN":
+            found.setdefault(link["url"], set()).add(link.get("parent") or "")
+    return {url: sorted(s for s in sources if s) for url, sources in found.items()}
+
+
+def run_tool(
+    name: str,
+    make_cmd: Callable[[str, Path, int], list[str]],
+    parse: Callable[[Path], dict[str, list[str]]],
+    *,
+    site_dir: Path,
+    run_dir: Path,
+    args: argparse.Namespace,
+) -> Row:
+    work = run_dir / name
+    work.mkdir(parents=True)
+    work.chmod(0o755)  # LinkChecker drops root privileges to nobody
+    with serve.Server(
+        [site_dir / "site", site_dir / "ext"], kind=args.server, workdir=work / "server"
+    ) as server:
+        main_origin, ext_origin = server.origins
+        cmd = make_cmd(main_origin + "/", work, args.concurrency)
+        log(f"{name}: {' '.join(cmd)}")
+        m = measure.run_measured(
+            cmd,
+            timeout_s=args.timeout_s,
+            stdout=work / "stdout",
+            stderr=work / "stderr",
+            env=measure.loopback_env(),
+            cwd=work,
+        )
+        server.stop()
+        entries = list(server.entries())
+    stats = measure.log_stats(entries)
+    truth = json.loads((site_dir / sitegen.TRUTH).read_text())
+    planted = sitegen.broken_urls(truth, main_origin, ext_origin)
+    try:
+        found = parse(work / "stdout")
+    except (OSError, ValueError) as exc:
+        found = {}
+        log(f"{name}: cannot read its output: {exc}")
+    verdict = measure.compare_broken(found, planted)
+    note = "timed out" if m.timed_out else ""
+    if m.returncode not in (0, 1, 2) and not m.timed_out:
+        tail = (work / "stderr").read_text(errors="replace").strip()[-300:]
+        note = f"exit {m.returncode}: {tail}"
+    host = main_origin.removeprefix("http://")
+    return Row(
+        tool=name,
+        ok=not m.timed_out,
+        note=note,
+        wall_s=m.wall_s,
+        pages=measure.pages_fetched(entries, host),
+        peak_rss_mb=m.peak_rss_bytes / 1e6,
+        requests=stats.requests,
+        duplicates=stats.duplicate_requests,
+        broken_found=len(found),
+        broken_exact=not verdict["missing"] and not verdict["extra"],
+        returncode=m.returncode,
+    )
+
+
+def run_crawler(site_dir: Path, run_dir: Path, args: argparse.Namespace) -> Row:
+    work = run_dir / "crawler"
+    work.mkdir(parents=True)
+    with serve.Server(
+        [site_dir / "site", site_dir / "ext"], kind=args.server, workdir=work / "server"
+    ) as server:
+        main_origin, ext_origin = server.origins
+        fig = crawl_and_measure(
+            main_origin + "/",
+            server=server,
+            run_dir=work,
+            concurrency=args.concurrency,
+            timeout_s=args.timeout_s,
+            extra_args=[],
+        )
+    truth = json.loads((site_dir / sitegen.TRUTH).read_text())
+    found = fig["broken_found"]
+    assert isinstance(found, dict)
+    verdict = measure.compare_broken(found, sitegen.broken_urls(truth, main_origin, ext_origin))
+    wall = float(fig["elapsed_s"])  # type: ignore[arg-type]
+    rss = float(fig["peak_rss_mb"])  # type: ignore[arg-type]
+    requests = int(fig["requests"])  # type: ignore[call-overload]
+    dups = int(fig["duplicate_requests"])  # type: ignore[call-overload]
+    return Row(
+        tool="crawler",
+        ok=not fig["timed_out"] and fig["returncode"] in (0, 2),
+        note="" if fig["returncode"] in (0, 2) else f"exit {fig['returncode']}",
+        wall_s=wall,
+        pages=int(fig["pages"]),  # type: ignore[call-overload]
+        peak_rss_mb=rss,
+        requests=requests,
+        duplicates=dups,
+        broken_found=len(found),
+        broken_exact=bool(verdict["ok"]),
+        returncode=fig["returncode"] if isinstance(fig["returncode"], int) else None,
+    )
+
+
+def print_table(rows: list[Row], planted: int, pages: int) -> None:
+    base = next((r for r in rows if r.tool == "crawler" and r.ok), None)
+    header = (
+        f"{'tool':<12}{'wall s':>9}{'pages':>8}{'pages/s':>9}{'peak RSS MB':>13}"
+        f"{'requests':>10}{'dup req':>9}{'broken':>12}{'time x':>8}{'RSS x':>7}"
+    )
+    print(f"\n== compare on a synthetic site of {pages} pages ({planted} broken links planted)")
+    print("  " + header)
+    for r in rows:
+        if not r.ok and not r.wall_s:
+            print(f"  {r.tool:<12}  not run: {r.note}")
+            continue
+        rate = r.pages / r.wall_s if r.wall_s else 0.0
+        broken = f"{r.broken_found}/{planted}{'' if r.broken_exact else '!'}"
+        tx = f"{r.wall_s / base.wall_s:.2f}" if base and base.wall_s else "-"
+        rx = f"{r.peak_rss_mb / base.peak_rss_mb:.2f}" if base and base.peak_rss_mb else "-"
+        print(
+            f"  {r.tool:<12}{r.wall_s:>9.2f}{r.pages:>8}{rate:>9.1f}{r.peak_rss_mb:>13.1f}"
+            f"{r.requests:>10}{r.duplicates:>9}{broken:>12}{tx:>8}{rx:>7}"
+            + (f"   ({r.note})" if r.note else "")
+        )
+    print(
+        "  time x, RSS x: the tool's wall time and peak RSS over the crawler's "
+        "(above 1: the crawler is faster/leaner); '!' marks a broken-URL set != planted"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--pages", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--timeout-s", type=float, default=900.0, help="hard timeout per tool")
+    parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
+    parser.add_argument("--keep", action="store_true", help="keep the tools' outputs and logs")
+    parser.add_argument(
+        "--tools", default="crawler,linkchecker,linkinator", help="comma-separated subset"
+    )
+    args = parser.parse_args(argv)
+    measure.install_signal_exit()
+    wanted = [t.strip() for t in args.tools.split(",") if t.strip()]
+    site_dir = OUT / f"site-n{args.pages}-s{args.seed}"
+    run_dir = OUT / f"compare-n{args.pages}-s{args.seed}-{os.getpid()}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    truth = sitegen.generate(site_dir, args.pages, args.seed)
+    planted = len(truth["broken"])  # type: ignore[arg-type]
+    rows: list[Row] = []
+    try:
+        for tool in wanted:
+            if tool == "crawler":
+                rows.append(run_crawler(site_dir, run_dir, args))
+            elif tool == "linkchecker":
+                problem = install_linkchecker()
+                if problem:
+                    log(f"LinkChecker skipped: {problem}")
+                    rows.append(Row("linkchecker", False, problem))
+                    continue
+                rows.append(
+                    run_tool(
+                        "linkchecker",
+                        linkchecker_cmd,
+                        linkchecker_broken,
+                        site_dir=site_dir,
+                        run_dir=run_dir,
+                        args=args,
+                    )
+                )
+            elif tool == "linkinator":
+                problem = install_linkinator()
+                if problem:
+                    log(f"linkinator skipped: {problem}")
+                    rows.append(Row("linkinator", False, problem))
+                    continue
+                rows.append(
+                    run_tool(
+                        "linkinator",
+                        linkinator_cmd,
+                        linkinator_broken,
+                        site_dir=site_dir,
+                        run_dir=run_dir,
+                        args=args,
+                    )
+                )
+            else:
+                log(f"unknown tool {tool!r}: skipped")
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 130
+    print_table(rows, planted, args.pages)
+    measure.append_result(
+        {
+            "bench": "compare",
+            "n": args.pages,
+            "seed": args.seed,
+            "concurrency": args.concurrency,
+            "rows": [asdict(r) for r in rows],
+            "rev": measure.git_rev(),
+            "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+    )
+    if not args.keep:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Benchmark on a real site: the Python documentation from Debian's python3-doc.
+
+    .venv/bin/python bench/pydocs.py [--server python] [--keep]
+
+Installs python3-doc with apt-get when missing (as root), serves its HTML
+tree on loopback the same way as bench/run.py, crawls it with the crawler and
+prints the same figures, plus the broken links found. Links leaving the
+loopback server are not requested (``--internal-only``): all traffic stays
+on loopback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import glob
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import measure
+import serve
+from measure import OUT, log
+from run import crawl_and_measure, print_figures
+
+DOC_DIRS = (
+    "/usr/share/doc/python3/html",
+    "/usr/share/doc/python3-doc/html",
+    *sorted(glob.glob("/usr/share/doc/python3.*/html"), reverse=True),
+)
+
+
+def find_docs() -> Path | None:
+    for candidate in DOC_DIRS:
+        path = Path(candidate)
+        if (path / "index.html").is_file():
+            return path
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--docs", type=Path, help="HTML tree to crawl (default: python3-doc's)")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--keep", action="store_true", help="keep the crawl DB and logs")
+    parser.add_argument("--timeout-s", type=float, default=600.0, help="hard timeout of the crawl")
+    parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
+    parser.add_argument("--profile", action="store_true", help="run the crawler under py-spy")
+    parser.add_argument("--show", type=int, default=30, help="broken links listed (default 30)")
+    args = parser.parse_args(argv)
+    measure.install_signal_exit()
+    docs = args.docs
+    if docs is None:
+        if not serve.apt_install(("python3-doc",), lambda: find_docs() is not None):
+            log("python3-doc is not installed and cannot be: nothing to crawl")
+            return 1
+        docs = find_docs()
+        assert docs is not None
+    docs = docs.resolve()
+    html_files = sum(1 for _ in docs.rglob("*.html"))
+    run_dir = OUT / f"run-pydocs-{os.getpid()}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    started = time.monotonic()
+    try:
+        with serve.Server([docs], kind=args.server, workdir=run_dir / "server") as server:
+            fig = crawl_and_measure(
+                server.origins[0] + "/",
+                server=server,
+                run_dir=run_dir,
+                concurrency=args.concurrency,
+                timeout_s=args.timeout_s,
+                extra_args=["--internal-only"],
+                profile=args.profile,
+            )
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 130
+    found = fig.pop("broken_found")
+    assert isinstance(found, dict)
+    report = json.loads((run_dir / "report.json").read_text()) if found else {}
+    reasons = {b["url"]: b.get("error") or b.get("status") for b in report.get("broken", [])}
+    fig.update(
+        {
+            "bench": "pydocs",
+            "docs": str(docs),
+            "html_files": html_files,
+            "broken_count": len(found),
+            "broken_sample": dict(list(found.items())[:50]),
+            "total_s": round(time.monotonic() - started, 1),
+            "rev": measure.git_rev(),
+            "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+    )
+    origin = fig["url"]
+    assert isinstance(origin, str)
+    lines = [
+        f"docs: {docs} ({html_files} .html files in the tree)",
+        f"broken links found: {len(found)}",
+    ]
+    for url, sources in list(found.items())[: args.show]:
+        short = url.replace(origin, "/")
+        where = ", ".join(s.replace(origin, "/") for s in sources[:3])
+        more = f" (+{len(sources) - 3} more)" if len(sources) > 3 else ""
+        lines.append(f"    {short}  [{reasons.get(url)}]  <- {where}{more}")
+    if len(found) > args.show:
+        lines.append(f"    ... and {len(found) - args.show} more (--show N)")
+    print_figures("crawler on the Python docs (python3-doc)", fig, lines)
+    path = measure.append_result(fig)
+    print(f"  (appended to {path.relative_to(measure.ROOT)})")
+    if args.keep:
+        print(f"  (crawl DB, report, access log and RSS samples kept in {run_dir})")
+    else:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""The benchmark's smoke run: 1,000 synthetic pages, checked for exactness, not speed.
+
+Every planted broken link found with its sources, no URL requested twice. The
+pure-Python server keeps it independent of nginx; the figures it prints are
+not asserted (speed is measured by ``make bench``, never in CI).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_smoke_run_is_exact(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "bench/run.py", "--pages", "1000", "--check", "--server", "python",
+         "--timeout-s", "120"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "pages/s" in done.stdout
