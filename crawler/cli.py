@@ -25,6 +25,7 @@ from crawler import __version__, aio, log, options, progress, report, runner, se
 from crawler.config import CrawlSettings, RunOptions
 from crawler.errors import CrawlerError, DiskFullError, UsageError
 from crawler.store import db
+from crawler.store import open as store_open
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -201,14 +202,17 @@ async def _run(run: RunOptions, job: runner.CrawlJob) -> tuple[bool, int | None]
 
 
 def _print_report(run: RunOptions, crawl_id: int | None) -> int:
-    try:
-        reader = db.open_reader(run.db)
-    except sqlite3.Error as exc:
-        raise UsageError(f"{run.db}: {exc}") from exc
-    try:
-        data = report.load(reader, crawl_id, run.format)
-    finally:
-        reader.close()
+    if store_open.is_postgres_url(run.db):  # the PostgreSQL backend (crawler.store.open)
+        data = store_open.load_report(run.db, crawl_id, run.format)
+    else:
+        try:
+            reader = db.open_reader(store_open.sqlite_path(run.db))
+        except sqlite3.Error as exc:
+            raise UsageError(f"{run.db}: {exc}") from exc
+        try:
+            data = report.load(reader, crawl_id, run.format)
+        finally:
+            reader.close()
     text = report.render(data, run.format)
     if run.output:
         try:

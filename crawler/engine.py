@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 import structlog
 
+from crawler import politeness_pg
 from crawler.config import CrawlSettings
 from crawler.fetch import Fetcher
 from crawler.models import LeasedUrl, Outcome, Result, ResultClass, UrlKind
 from crawler.outcome import Policy, build_outcome, retry_delay_for
-from crawler.politeness import HostGate
 from crawler.robots import Robots
 from crawler.scope import Scope
 from crawler.store.base import FrontierStore
@@ -80,7 +80,11 @@ class Engine:
         self.owner = owner or uuid.uuid4().hex
         self._policy = Policy.from_settings(settings)
         self._robots = Robots(fetcher, frontier, settings.user_agent) if settings.robots else None
-        self._gate = HostGate(self._host_limits)
+        self._wake = asyncio.Event()
+        # In memory for SQLite; rows shared by every worker for PostgreSQL.
+        self._gate = politeness_pg.gate_for(
+            frontier, self.owner, self._host_limits, settings.lease_ttl_s, self._wake.set
+        )
         self._timer: asyncio.Handle | None = None  # uvloop's call_at gives a plain Handle
         self._timer_at = 0.0
         self._wal_checked_at = 0.0
@@ -89,7 +93,6 @@ class Engine:
         self._running: set[asyncio.Task[None]] = set()
         self._outcomes: list[Outcome] = []
         self._committing = 0
-        self._wake = asyncio.Event()
         self._writer_wake = asyncio.Event()
         self._stopping = False
         self._draining = False
@@ -371,5 +374,6 @@ class Engine:
         await asyncio.gather(renewer, return_exceptions=True)
         self._ready.clear()
         self._buffered = 0
+        await politeness_pg.close_gate(self._gate)
         if self._fatal is None:
             await self._frontier.release(self.owner)

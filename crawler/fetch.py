@@ -148,7 +148,7 @@ class Fetcher:
             return None
         parsed = URL(url, encoded=True)
         proxy = self._proxies.get(parsed.scheme)
-        if proxy is None or urllib.request.proxy_bypass_environment(parsed.host or ""):
+        if proxy is None or urllib.request.proxy_bypass(parsed.host or ""):
             return None
         return proxy
 

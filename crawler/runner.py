@@ -23,6 +23,7 @@ from crawler.models import Discovered
 from crawler.robots import Robots
 from crawler.scope import Scope
 from crawler.store import crawls, db
+from crawler.store import open as store_open
 from crawler.store.async_store import AsyncFrontier
 from crawler.store.base import FrontierStore
 
@@ -149,14 +150,17 @@ def start(
     if not raw_seeds:
         raise UsageError("no seed URL given")
     recorded, keys, local_root = prepare_seeds(raw_seeds)
-    conn = db.open_database(db_path, durability=durability)
+    scope = Scope.build(settings, keys)
+    seeds = [scope.classify(key, element="seed", depth=0) for key in keys]
+    if store_open.is_postgres_url(db_path):  # the PostgreSQL backend (crawler.store.open)
+        store = store_open.create_crawl(db_path, recorded, settings)
+        return CrawlJob(store, settings, scope, seeds, local_root)
+    conn = db.open_database(store_open.sqlite_path(db_path), durability=durability)
     try:
         crawl_id = crawls.create(conn, recorded, settings.model_dump(), time.time())
     except BaseException:
         conn.close()
         raise
-    scope = Scope.build(settings, keys)
-    seeds = [scope.classify(key, element="seed", depth=0) for key in keys]
     return CrawlJob(_frontier(conn, crawl_id, settings), settings, scope, seeds, local_root)
 
 
@@ -164,6 +168,16 @@ def open_existing(
     db_path: str | Path, crawl_id: int | None = None, *, durability: db.Durability = "normal"
 ) -> tuple[CrawlJob, crawls.CrawlRecord]:
     """Prepare a recorded crawl for resuming: the given one, else the latest unfinished."""
+    if store_open.is_postgres_url(db_path):  # the PostgreSQL backend (crawler.store.open)
+        store, record = store_open.open_crawl(db_path, crawl_id)
+        try:
+            settings = CrawlSettings.model_validate(record.config)
+            _, keys, local_root = prepare_seeds(record.seeds)
+        except BaseException:
+            store.close()
+            raise
+        return CrawlJob(store, settings, Scope.build(settings, keys), local_root=local_root), record
+    db_path = store_open.sqlite_path(db_path)
     if not Path(db_path).exists():
         raise UsageError(f"{db_path}: no such database; start a crawl with `crawler crawl URL`")
     conn = db.open_database(db_path, durability=durability)

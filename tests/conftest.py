@@ -9,7 +9,9 @@ import pytest
 
 from sitekit import HostileServer, Site, SiteServer, wait_until, wait_until_sync
 
-__all__ = ["wait_until", "wait_until_sync"]  # re-exported; import them from sitekit
+__all__ = ["wait_until", "wait_until_sync"]
+# any_db (both backends) and pg_url (a fresh PostgreSQL database) for every test module.
+pytest_plugins = ["pgkit"]  # re-exported; import them from sitekit
 
 MakeSite = Callable[..., Awaitable[SiteServer]]
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import jsonschema
 import pytest
-from serve_site import ThreadedSite
 
+from serve_site import ThreadedSite
 from sitekit import Page, Site, wait_until_sync
 
 RUN_TIMEOUT_S = 60.0

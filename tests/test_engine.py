@@ -1,12 +1,15 @@
-"""The crawl engine end to end against real loopback servers and real SQLite files."""
+"""The crawl engine end to end against real loopback servers, on both backends.
+
+Every test runs once on a SQLite file and once on a fresh PostgreSQL database
+(``any_db``): everything above the storage interface is the same code.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from crawlkit import comparable, crawl
+from crawlkit import comparable
+from pgkit import crawl
 from sitekit import Page, SiteServer
 
 
@@ -17,7 +20,7 @@ def gets(server: SiteServer) -> dict[str, int]:
     return counts
 
 
-async def test_every_form_of_a_url_is_requested_once(site_server, tmp_path: Path) -> None:
+async def test_every_form_of_a_url_is_requested_once(site_server, any_db: str) -> None:
     forms = [
         "/~t", "/%7Et", "/%7et", "./~t", "x/../~t", "/~t#frag", "/~t?", "/./~t",
         "{origin}/~t", "{upper}/~t", "/%7E%74",
@@ -29,7 +32,7 @@ async def test_every_form_of_a_url_is_requested_once(site_server, tmp_path: Path
         form = forms[i % len(forms)].format(origin=server.origin, upper=upper)
         site[f"/p{i}"] = Page(links=[form, "/shared.css"], assets=["/img.png"])
     site["/~t"] = Page()
-    data = await crawl(tmp_path / "c.db", [server.url("/")], max_concurrency=64,
+    data = await crawl(any_db, [server.url("/")], max_concurrency=64,
                        host_concurrency=64)
     counts = server.paths_requested()
     assert counts["/~t"] == 1
@@ -48,21 +51,21 @@ async def test_every_form_of_a_url_is_requested_once(site_server, tmp_path: Path
                       for i in range(30)}, id="complete-graph"),
     ],
 )
-async def test_crawl_terminates(site_server, tmp_path: Path, site) -> None:
+async def test_crawl_terminates(site_server, any_db: str, site) -> None:
     server = await site_server(site)
-    data = await crawl(tmp_path / "c.db", [server.url("/")])
+    data = await crawl(any_db, [server.url("/")])
     assert data.crawl.state == "finished"
     assert data.summary.pages == len(site)
     assert all(n == 1 for n in gets(server).values())
 
 
-async def test_page_with_5000_links_terminates(site_server, tmp_path: Path) -> None:
+async def test_page_with_5000_links_terminates(site_server, any_db: str) -> None:
     links = [f"/r{i}.png" for i in range(5000)]
     site = {"/": Page(links=links[:2500], assets=links[2500:])}
     for link in links[::2]:
         site[link] = Page(content_type="image/png", body=b"png")
     server = await site_server(site)
-    data = await crawl(tmp_path / "c.db", [server.url("/")], max_concurrency=64,
+    data = await crawl(any_db, [server.url("/")], max_concurrency=64,
                        host_concurrency=64)
     assert data.summary.links == 5001
     assert data.summary.broken == 2500
@@ -87,11 +90,11 @@ def _mixed_site(other: SiteServer) -> dict[str, Page]:
     return site
 
 
-async def test_report_is_identical_at_concurrency_1_and_64(site_server, tmp_path: Path) -> None:
+async def test_report_is_identical_at_concurrency_1_and_64(site_server, any_db: str) -> None:
     other = await site_server({"/ext-ok": Page(links=["/never"])}, host="127.0.0.2")
     server = await site_server(_mixed_site(other))
-    serial = await crawl(tmp_path / "one.db", [server.url("/")], max_concurrency=1)
-    parallel = await crawl(tmp_path / "many.db", [server.url("/")], max_concurrency=64,
+    serial = await crawl(any_db, [server.url("/")], max_concurrency=1)
+    parallel = await crawl(any_db, [server.url("/")], max_concurrency=64,
                            host_concurrency=64)
     assert comparable(serial) == comparable(parallel)
     broken = {b.url: b for b in serial.broken}
@@ -105,24 +108,24 @@ async def test_report_is_identical_at_concurrency_1_and_64(site_server, tmp_path
     assert "/never" not in other.paths_requested()
 
 
-async def test_out_of_scope_pages_are_checked_not_parsed(site_server, tmp_path: Path) -> None:
+async def test_out_of_scope_pages_are_checked_not_parsed(site_server, any_db: str) -> None:
     other = await site_server({"/page": Page(links=["/deeper"])}, host="127.0.0.2")
     server = await site_server({"/": Page(links=[other.url("/page")])})
-    data = await crawl(tmp_path / "c.db", [server.url("/")])
+    data = await crawl(any_db, [server.url("/")])
     assert other.requests == [("HEAD", "/page")]
     assert data.summary.broken == 0
 
 
-async def test_head_refused_falls_back_to_get(site_server, tmp_path: Path) -> None:
+async def test_head_refused_falls_back_to_get(site_server, any_db: str) -> None:
     other = await site_server({"/doc": Page(head_status=405)}, host="127.0.0.2")
     server = await site_server({"/": Page(links=[other.url("/doc")])})
-    data = await crawl(tmp_path / "c.db", [server.url("/")])
+    data = await crawl(any_db, [server.url("/")])
     assert other.requests == [("HEAD", "/doc"), ("GET", "/doc")]
     assert data.summary.broken == 0
 
 
 async def test_host_concurrency_holds_while_other_hosts_proceed(
-    site_server, tmp_path: Path
+    site_server, any_db: str
 ) -> None:
     slow_a = {f"/a{i}": Page(delay_s=0.05) for i in range(24)}
     slow_b = {f"/b{i}": Page(delay_s=0.05) for i in range(24)}
@@ -143,35 +146,35 @@ async def test_host_concurrency_holds_while_other_hosts_proceed(
 
     watch(host_a, host_b)
     watch(host_b, host_a)
-    await crawl(tmp_path / "c.db", [host_a.url("/")], max_concurrency=32, host_concurrency=2)
+    await crawl(any_db, [host_a.url("/")], max_concurrency=32, host_concurrency=2)
     assert host_a.max_in_flight == 2
     assert host_b.max_in_flight == 2
     assert max(overlap) > 2  # the two hosts ran at the same time
 
 
-async def test_non_http_links_are_skipped_not_broken(site_server, tmp_path: Path) -> None:
+async def test_non_http_links_are_skipped_not_broken(site_server, any_db: str) -> None:
     links = ["mailto:a@b.c", "tel:+123", "javascript:void(0)", "data:text/plain,hi", "ftp://x/y"]
     server = await site_server({"/": Page(links=links)})
-    data = await crawl(tmp_path / "c.db", [server.url("/")])
+    data = await crawl(any_db, [server.url("/")])
     assert data.summary.skipped == 5
     assert data.summary.broken == 0
 
 
-async def test_max_depth_bounds_the_crawl(site_server, tmp_path: Path) -> None:
+async def test_max_depth_bounds_the_crawl(site_server, any_db: str) -> None:
     site = {"/": Page(links=["/1"]), "/1": Page(links=["/2"]), "/2": Page(links=["/3"]),
             "/3": Page()}
     server = await site_server(site)
-    data = await crawl(tmp_path / "c.db", [server.url("/")], max_depth=1)
+    data = await crawl(any_db, [server.url("/")], max_depth=1)
     assert gets(server) == {"/": 1, "/1": 1}
     assert server.requests.count(("HEAD", "/2")) == 1  # checked, not crawled
     assert data.summary.pages == 2
 
 
-async def test_exclude_and_no_follow(site_server, tmp_path: Path) -> None:
+async def test_exclude_and_no_follow(site_server, any_db: str) -> None:
     site = {"/": Page(links=["/private/x", "/archive/", "/ok"]),
             "/archive/": Page(links=["/archive/old"]), "/ok": Page()}
     server = await site_server(site)
-    data = await crawl(tmp_path / "c.db", [server.url("/")], exclude=["/private/"],
+    data = await crawl(any_db, [server.url("/")], exclude=["/private/"],
                        no_follow=["/archive/"])
     requested = server.paths_requested()
     assert "/private/x" not in requested
@@ -180,20 +183,20 @@ async def test_exclude_and_no_follow(site_server, tmp_path: Path) -> None:
     assert data.summary.excluded == 1
 
 
-async def test_latin1_page_links_reach_the_right_urls(site_server, tmp_path: Path) -> None:
+async def test_latin1_page_links_reach_the_right_urls(site_server, any_db: str) -> None:
     body = '<a href="/q?w=caf\xe9">x</a><a href="/caf\xe9">y</a>'.encode("latin-1")
     site = {"/": Page(body=body, content_type="text/html; charset=iso-8859-1")}
     server = await site_server(site)
-    await crawl(tmp_path / "c.db", [server.url("/")])
+    await crawl(any_db, [server.url("/")])
     targets = [r.target for r in server.records]
     assert "/q?w=caf%E9" in targets
     assert "/caf%C3%A9" in targets
 
 
-async def test_second_crawl_keeps_the_first(site_server, tmp_path: Path) -> None:
+async def test_second_crawl_keeps_the_first(site_server, any_db: str) -> None:
     server = await site_server({"/": Page(links=["/a"]), "/a": Page()})
-    first = await crawl(tmp_path / "c.db", [server.url("/")])
+    first = await crawl(any_db, [server.url("/")])
     del server.site["/a"]
-    second = await crawl(tmp_path / "c.db", [server.url("/")])
+    second = await crawl(any_db, [server.url("/")])
     assert (first.crawl.id, first.summary.broken) == (1, 0)
     assert (second.crawl.id, second.summary.broken) == (2, 1)

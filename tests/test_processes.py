@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serve_site import ThreadedSite
 
+from serve_site import ThreadedSite
 from sitekit import Page, wait_until_sync
 
 PAGES = 240

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serve_site import ThreadedSite
 
+from serve_site import ThreadedSite
 from sitekit import Page, Site, wait_until_sync
 
 MAX_CONCURRENCY = 4

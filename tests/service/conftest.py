@@ -6,8 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serve_site import ThreadedSite
 from service_sites import slow_site, small_site
+
+from serve_site import ThreadedSite
 from servicekit import ServiceProcess
 
 

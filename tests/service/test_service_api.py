@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serve_site import ThreadedSite
 from service_sites import SMALL_BROKEN
-from servicekit import ServiceProcess
 
 from crawler import report
 
+from serve_site import ThreadedSite
+from servicekit import ServiceProcess
 from sitekit import wait_until_sync
 
 

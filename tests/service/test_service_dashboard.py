@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from cdp import Browser, Page, chromium_path
+
 from serve_site import ThreadedSite
 from servicekit import TOKEN, ServiceProcess
 

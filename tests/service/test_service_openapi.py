@@ -8,11 +8,12 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]  # no stubs installed
 import pytest
 from openapi_spec_validator import validate as validate_spec
-from serve_site import ThreadedSite
-from servicekit import Answer, ServiceProcess
 
 from crawler.service.app import build_app
 from crawler.service.config import ServiceConfig
+
+from serve_site import ThreadedSite
+from servicekit import Answer, ServiceProcess
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serve_site import ThreadedSite
 from service_sites import tree_site
-from servicekit import ServiceProcess
 
 import crawlkit
+from serve_site import ThreadedSite
+from servicekit import ServiceProcess
 from sitekit import wait_until_sync
 
 SETTINGS = {"max_concurrency": 2, "max_retries": 0}

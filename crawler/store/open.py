@@ -1,0 +1,159 @@
+"""Which backend a ``--db`` names, and opening a crawl on it.
+
+``--db postgresql://user@host/dbname`` (or ``postgres://``) selects PostgreSQL;
+anything else is a SQLite file: a path, or a ``sqlite:`` URL
+(``sqlite:crawl.db``, ``sqlite:///abs/path/crawl.db``). The runner and the CLI
+call only these functions, so everything above ``crawler/store`` is the same
+code for both:
+
+- ``create_crawl``: record a new crawl, return its ``FrontierStore``;
+- ``open_crawl``: a recorded crawl (the given id, else the latest unfinished,
+  else the latest) with its record;
+- ``load_report``: the ``ReportData`` of a crawl, in one snapshot.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from crawler import report
+from crawler.config import CrawlSettings
+from crawler.formats import ReportData
+from crawler.store import crawls, db
+from crawler.store.async_store import AsyncFrontier
+from crawler.store.base import FrontierStore
+from crawler.store.crawls import CrawlRecord
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+SQLITE_SCHEME = "sqlite:"
+
+
+def is_postgres_url(db_name: str | Path) -> bool:
+    """Does ``--db`` name a PostgreSQL database?"""
+    return isinstance(db_name, str) and db_name.startswith(POSTGRES_SCHEMES)
+
+
+def sqlite_path(db_name: str | Path) -> str | Path:
+    """The file a SQLite ``--db`` names (a path, or a ``sqlite:`` URL)."""
+    if isinstance(db_name, str) and db_name.startswith(SQLITE_SCHEME):
+        rest = db_name[len(SQLITE_SCHEME) :]
+        return rest[2:] if rest.startswith("//") else rest
+    return db_name
+
+
+def create_crawl(
+    db_name: str | Path,
+    seeds: list[str],
+    settings: CrawlSettings,
+    *,
+    durability: db.Durability = "normal",
+) -> FrontierStore:
+    """Record a new crawl (keeping earlier ones) and return its store."""
+    if is_postgres_url(db_name):
+        return _postgres(str(db_name), None, settings, seeds)[0]
+    conn = db.open_database(sqlite_path(db_name), durability=durability)
+    try:
+        crawl_id = crawls.create(conn, seeds, settings.model_dump(), time.time())
+    except BaseException:
+        conn.close()
+        raise
+    return _sqlite_store(conn, crawl_id, settings)
+
+
+def open_crawl(
+    db_name: str | Path, crawl_id: int | None = None, *, durability: db.Durability = "normal"
+) -> tuple[FrontierStore, CrawlRecord]:
+    """A recorded crawl's store and record: ``crawl_id``, else the latest unfinished one."""
+    if is_postgres_url(db_name):
+        return _postgres(str(db_name), crawl_id, None, None)
+    conn = db.open_database(sqlite_path(db_name), durability=durability)
+    try:
+        if crawl_id is not None:
+            record = crawls.get(conn, crawl_id)
+        else:
+            found = crawls.latest_unfinished(conn)
+            record = found if found is not None else crawls.get(conn)
+        settings = CrawlSettings.model_validate(record.config)
+    except BaseException:
+        conn.close()
+        raise
+    return _sqlite_store(conn, record.id, settings), record
+
+
+def load_report(
+    db_name: str | Path, crawl_id: int | None = None, fmt: str | None = None
+) -> ReportData:
+    """The report of a crawl (the latest when no id is given), from either backend."""
+    if is_postgres_url(db_name):
+        from crawler.store.postgres import report as pg_report  # asyncpg only when used
+        from crawler.store.postgres import schema
+        from crawler.store.postgres.loop import BackgroundLoop
+
+        async def read() -> ReportData:
+            conn = await schema.connect_reader(str(db_name))
+            try:
+                return await pg_report.load(conn, crawl_id, fmt)
+            finally:
+                await conn.close()
+
+        runner = BackgroundLoop("crawler-report")
+        try:
+            return runner.run(read())
+        finally:
+            runner.close()
+    reader = db.open_reader(sqlite_path(db_name))
+    try:
+        return report.load(reader, crawl_id, fmt)
+    finally:
+        reader.close()
+
+
+def _sqlite_store(conn: Any, crawl_id: int, settings: CrawlSettings) -> AsyncFrontier:
+    return AsyncFrontier(
+        conn, crawl_id, max_urls=settings.max_urls, max_cache_age_s=settings.max_cache_age_s
+    )
+
+
+def _postgres(
+    dsn: str, crawl_id: int | None, settings: CrawlSettings | None, seeds: list[str] | None
+) -> tuple[FrontierStore, CrawlRecord]:
+    """Connect; record a new crawl (``seeds``) or find one; return its store and record."""
+    from crawler.store.postgres import crawls as pg_crawls  # asyncpg only when used
+    from crawler.store.postgres import schema
+    from crawler.store.postgres.frontier import PostgresFrontier
+    from crawler.store.postgres.loop import BackgroundLoop
+
+    async def find(pool: Any) -> CrawlRecord:
+        async with pool.acquire() as conn, conn.transaction():
+            if seeds is not None:
+                assert settings is not None
+                new_id = await pg_crawls.create(conn, seeds, settings.model_dump(), time.time())
+                return await pg_crawls.get(conn, new_id)
+            if crawl_id is not None:
+                return await pg_crawls.get(conn, crawl_id)
+            found = await pg_crawls.latest_unfinished(conn)
+            return found if found is not None else await pg_crawls.get(conn)
+
+    runner = BackgroundLoop()
+    pool = None
+    try:
+        pool = runner.run(schema.create_pool(dsn))
+        record = runner.run(find(pool))
+        if settings is None:
+            settings = CrawlSettings.model_validate(record.config)
+    except BaseException:
+        if pool is not None:
+            runner.run(pool.close())
+        runner.close()
+        raise
+    store = PostgresFrontier(
+        dsn,
+        record.id,
+        runner=runner,
+        pool=pool,
+        max_urls=settings.max_urls,
+        max_cache_age_s=settings.max_cache_age_s,
+    )
+    return store, record

@@ -1,0 +1,141 @@
+"""Completing fetched rows on PostgreSQL: the group commit, in a few array statements.
+
+``complete`` is ``FrontierStore.complete``'s transaction body: it marks the
+batch's rows done (or pending again for a retry) only where this owner still
+holds the lease, then records, for the accepted rows only, their redirect
+targets and children (``discover.Recorder``), the links, the anchors and the
+results. Only the first completion of a row in a batch can be accepted, as on
+SQLite, where the one after it finds the lease already given up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from crawler.models import Outcome
+from crawler.store.postgres.discover import UPSERT_RESULTS, Found, Recorder, ResultRow
+
+_RETRY = """
+UPDATE url SET state = 0, lease_owner = NULL, lease_expires_at = NULL,
+    attempts = attempts + 1, next_attempt_at = x.at
+FROM unnest($1::bigint[], $2::double precision[]) AS x (id, at)
+WHERE url.id = x.id AND url.state = 1 AND url.lease_owner = $3
+RETURNING url.id
+"""
+
+# A row upgraded from check to page while we held it goes back to pending.
+_DONE = """
+UPDATE url SET state = CASE WHEN url.kind = x.kind THEN 2 ELSE 0 END,
+    lease_owner = NULL, lease_expires_at = NULL, attempts = attempts + 1
+FROM unnest($1::bigint[], $2::smallint[]) AS x (id, kind)
+WHERE url.id = x.id AND url.state = 1 AND url.lease_owner = $3
+RETURNING url.id
+"""
+
+
+async def complete(
+    conn: Any, recorder: Recorder, owner: str, outcomes: Sequence[Outcome], now: float
+) -> list[bool]:
+    """Commit a batch of fetched rows; False marks a rejected (stale) completion."""
+    # Only the first completion of a row in a batch can be accepted: the
+    # one after it finds the lease already given up, as on SQLite.
+    first: dict[int, int] = {}
+    for i, outcome in enumerate(outcomes):
+        first.setdefault(outcome.leased.id, i)
+    retries = sorted(
+        (o.leased.id, o.retry_at or now)
+        for i, o in enumerate(outcomes)
+        if o.result is None and first[o.leased.id] == i
+    )
+    dones = sorted(
+        (o.leased.id, int(o.leased.kind))
+        for i, o in enumerate(outcomes)
+        if o.result is not None and first[o.leased.id] == i
+    )
+    accepted: set[int] = set()
+    if retries:
+        rows = await conn.fetch(_RETRY, [r[0] for r in retries], [r[1] for r in retries], owner)
+        accepted.update(int(r[0]) for r in rows)
+    if dones:
+        rows = await conn.fetch(_DONE, [d[0] for d in dones], [d[1] for d in dones], owner)
+        accepted.update(int(r[0]) for r in rows)
+    flags = [o.leased.id in accepted and first[o.leased.id] == i for i, o in enumerate(outcomes)]
+    done = [o for o, ok in zip(outcomes, flags, strict=True) if ok and o.result is not None]
+    if done:
+        await _record_done(conn, recorder, done, now)
+    return flags
+
+
+async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: float) -> None:
+    """Children, redirect targets, links, anchors and results of accepted outcomes."""
+    found: list[Found] = []
+    for o in done:
+        if o.redirect_to is not None:
+            found.append(Found(o.redirect_to, o.leased.depth, o.leased.hop + 1))
+        found.extend(Found(child, o.leased.depth + 1, 0) for child in o.children)
+    results: list[ResultRow] = []
+    ids, _ = await recorder.record(conn, found, now, results)
+    edges: dict[tuple[int, int, str], str] = {}
+    anchors: set[tuple[int, str]] = set()
+    position = 0
+    for o in done:
+        source = o.leased.id
+        redirect_id = None
+        if o.redirect_to is not None:
+            redirect_id = ids[position]
+            position += 1
+            if redirect_id is not None:
+                edges.setdefault((redirect_id, source, ""), "redirect")
+        for child in o.children:
+            target = ids[position]
+            position += 1
+            if target is not None:
+                edges.setdefault((target, source, child.fragment), child.element)
+        if o.anchors is not None:
+            anchors.add((source, ""))
+            anchors.update((source, name) for name in o.anchors)
+        r = o.result
+        assert r is not None
+        results.append(
+            (
+                source,
+                str(r.result_class),
+                r.status,
+                r.error_kind,
+                r.error,
+                redirect_id,
+                r.content_type,
+                r.bytes,
+                r.elapsed_ms,
+                now,
+            )
+        )
+    if edges:
+        keys = sorted(edges)
+        await conn.execute(
+            "INSERT INTO link (target_id, source_id, fragment, element) "
+            "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) "
+            "ON CONFLICT DO NOTHING",
+            [k[0] for k in keys],
+            [k[1] for k in keys],
+            [k[2] for k in keys],
+            [edges[k] for k in keys],
+        )
+    if anchors:
+        names = sorted(anchors)
+        await conn.execute(
+            "INSERT INTO anchor (url_id, name) "
+            "SELECT * FROM unnest($1::bigint[], $2::text[]) ON CONFLICT DO NOTHING",
+            [a[0] for a in names],
+            [a[1] for a in names],
+        )
+    await write_results(conn, results)
+
+
+async def write_results(conn: Any, results: list[ResultRow]) -> None:
+    if not results:
+        return
+    results.sort(key=lambda r: r[0])
+    columns = list(zip(*results, strict=True))
+    await conn.execute(UPSERT_RESULTS, *(list(c) for c in columns))

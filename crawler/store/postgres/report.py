@@ -1,0 +1,177 @@
+"""The read side on PostgreSQL: the ``ReportData`` that ``crawler.report.load`` reads from SQLite.
+
+Every report format renders from ``ReportData``, so each works unchanged on
+either backend. The questions are ``crawler.store.results``' and read the same
+views (``resolved``, ``broken_links``, ``broken_fragments``), in one
+``REPEATABLE READ`` read-only transaction: one snapshot, even while workers
+write. Sorting that SQLite does by byte order is done here in Python (code
+point order, the same), so a database collation cannot reorder a report.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from crawler import formats
+from crawler.formats import ReportData
+from crawler.models import UrlKind
+from crawler.store.postgres import crawls
+from crawler.store.results import FRAGMENT_KIND, BrokenEdge, BrokenLink, ResultRow, Summary
+
+_IS_PAGE = f"u.kind = {int(UrlKind.PAGE)} AND r.class = 'ok'"
+
+_SUMMARY = f"""
+SELECT count(*) FILTER (WHERE r.class = 'ok'), count(*) FILTER (WHERE r.class = 'redirected'),
+       count(*) FILTER (WHERE r.class = 'broken'), count(*) FILTER (WHERE r.class = 'skipped'),
+       count(*) FILTER (WHERE r.class = 'excluded'), count(*) FILTER (WHERE r.class = 'blocked'),
+       count(*) FILTER (WHERE {_IS_PAGE}), count(*) FILTER (WHERE u.state <> 2)
+FROM url u LEFT JOIN result r ON r.url_id = u.id WHERE u.crawl_id = $1
+"""
+
+_REDIRECT_BROKEN = """
+SELECT count(*) FROM resolved rv JOIN result r ON r.url_id = rv.url_id
+WHERE rv.crawl_id = $1 AND r.class = 'redirected' AND rv.class = 'broken'
+"""
+
+_BROKEN = """
+SELECT url, status, error, source FROM broken_links WHERE crawl_id = $1
+UNION ALL
+SELECT url, status, error, source FROM broken_fragments WHERE crawl_id = $1
+"""
+
+_EDGES = f"""
+SELECT bl.url, bl.status, bl.error, bl.source, bl.element,
+       CASE
+           WHEN rc.url_id IS NULL THEN r.error_kind
+           WHEN rc.is_loop THEN 'redirect_loop'
+           WHEN bl.error LIKE 'too many redirects%' THEN 'too_many_redirects'
+           ELSE fr.error_kind
+       END AS kind
+FROM broken_links bl
+JOIN url u                  ON u.crawl_id = bl.crawl_id AND u.url = bl.url
+LEFT JOIN result r          ON r.url_id = u.id
+LEFT JOIN redirect_chain rc ON rc.url_id = u.id
+LEFT JOIN result fr         ON fr.url_id = rc.final_id
+WHERE bl.crawl_id = $1
+UNION ALL
+SELECT url, status, error, source, element, '{FRAGMENT_KIND}' AS kind
+FROM broken_fragments WHERE crawl_id = $1
+"""
+
+_PAGES = f"""
+SELECT u.url FROM url u JOIN result r ON r.url_id = u.id WHERE u.crawl_id = $1 AND {_IS_PAGE}
+"""
+
+_RESULTS = """
+SELECT r.url_id, u.url, rv.class, rv.status, rv.error, r.content_type, r.elapsed_ms, r.checked_at
+FROM result r
+JOIN url u       ON u.id = r.url_id
+JOIN resolved rv ON rv.url_id = r.url_id
+WHERE u.crawl_id = $1
+ORDER BY r.checked_at, r.url_id
+"""
+
+
+async def load(conn: Any, crawl_id: int | None = None, fmt: str | None = None) -> ReportData:
+    """Read the report of a crawl (the latest when no id is given), as ``report.load``."""
+    needs = formats.get(fmt).needs if fmt is not None else formats.ALL_PARTS
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        crawl = await crawls.get(conn, crawl_id)
+        return ReportData(
+            crawl=crawl,
+            summary=await summary(conn, crawl.id),
+            broken=await broken_links(conn, crawl.id),
+            edges=await broken_edges(conn, crawl.id),
+            pages=await pages(conn, crawl.id) if "pages" in needs else None,
+            results=await results(conn, crawl.id) if "results" in needs else None,
+        )
+
+
+async def summary(conn: Any, crawl_id: int) -> Summary:
+    """Counts per class, redirects followed, missing fragments counted as broken."""
+    row = await conn.fetchrow(_SUMMARY, crawl_id)
+    ok, redirected, broken, skipped, excluded, blocked, page_count, pending = (
+        int(v or 0) for v in row
+    )
+    redirect_broken = int(await conn.fetchval(_REDIRECT_BROKEN, crawl_id))
+    fragments = int(
+        await conn.fetchval(
+            "SELECT count(DISTINCT url) FROM broken_fragments WHERE crawl_id = $1", crawl_id
+        )
+    )
+    redirected -= redirect_broken
+    broken += redirect_broken + fragments
+    return Summary(
+        pages=page_count,
+        links=ok + redirected + broken + blocked,
+        ok=ok,
+        redirected=redirected,
+        broken=broken,
+        skipped=skipped,
+        excluded=excluded,
+        pending=pending,
+        blocked=blocked,
+    )
+
+
+async def broken_links(conn: Any, crawl_id: int) -> list[BrokenLink]:
+    """Broken links with their source pages, sorted by URL; sources sorted too."""
+    found: dict[str, BrokenLink] = {}
+    sources: defaultdict[str, set[str]] = defaultdict(set)
+    for url, status, error, source in await conn.fetch(_BROKEN, crawl_id):
+        if url not in found:
+            found[url] = BrokenLink(url=url, status=status, error=error)
+        if source is not None:
+            sources[url].add(source)
+    for url, link in found.items():
+        link.sources = sorted(sources[url])
+    return [found[url] for url in sorted(found)]
+
+
+async def broken_edges(conn: Any, crawl_id: int) -> list[BrokenEdge]:
+    """One row per (broken URL, source page), sorted by URL then source (seeds first)."""
+    groups: dict[tuple[str, str | None], list[Any]] = {}
+    elements: defaultdict[tuple[str, str | None], set[str]] = defaultdict(set)
+    for url, status, error, source, element, kind in await conn.fetch(_EDGES, crawl_id):
+        key = (url, source)
+        if key not in groups:
+            groups[key] = [status, error, kind]
+        elif groups[key][2] is None:
+            groups[key][2] = kind
+        if element:
+            elements[key].add(element)
+    ordered = sorted(groups, key=lambda k: (k[0], k[1] is not None, k[1] or ""))
+    return [
+        BrokenEdge(
+            url=url,
+            status=groups[(url, source)][0],
+            error=groups[(url, source)][1],
+            kind=groups[(url, source)][2] or "unknown",
+            source=source,
+            elements=tuple(sorted(elements[(url, source)])),
+        )
+        for url, source in ordered
+    ]
+
+
+async def pages(conn: Any, crawl_id: int) -> list[str]:
+    """The pages crawled (the ones ``summary`` counts), sorted by URL."""
+    return sorted(url for (url,) in await conn.fetch(_PAGES, crawl_id))
+
+
+async def results(conn: Any, crawl_id: int) -> list[ResultRow]:
+    """Every checked URL in the order it was checked."""
+    return [
+        ResultRow(
+            url_id=int(r[0]),
+            url=r[1],
+            result_class=r[2],
+            status=r[3],
+            error=r[4],
+            content_type=r[5],
+            elapsed_ms=r[6],
+            checked_at=float(r[7]),
+        )
+        for r in await conn.fetch(_RESULTS, crawl_id)
+    ]
