@@ -20,7 +20,6 @@ import json
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -31,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from pgkit import done_urls, integrity
 from serve_site import ThreadedSite
 from sitekit import Page, Site, wait_until_sync
 
@@ -175,10 +175,10 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def start_crawl(sites: Sites, db: Path) -> subprocess.Popen[str]:
+def start_crawl(sites: Sites, db: str | Path, cwd: Path | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         cli("crawl", sites.seed_url, "--db", str(db), *CRAWL_FLAGS),
-        cwd=db.parent,
+        cwd=cwd or Path(db).parent,
         env=clean_env(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -187,8 +187,8 @@ def start_crawl(sites: Sites, db: Path) -> subprocess.Popen[str]:
     )
 
 
-def resume(db: Path) -> subprocess.CompletedProcess[str]:
-    return run_cli("resume", "--db", str(db), "-f", "json", "-n", cwd=db.parent)
+def resume(db: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return run_cli("resume", "--db", str(db), "-f", "json", "-n", cwd=cwd or Path(db).parent)
 
 
 def wait_for_requests(sites: Sites, proc: subprocess.Popen[str], count: int) -> None:
@@ -199,23 +199,6 @@ def wait_for_requests(sites: Sites, proc: subprocess.Popen[str], count: int) -> 
         interval=0.001,
         message=f"servers saw {count} requests",
     )
-
-
-def integrity(db: Path) -> str:
-    conn = sqlite3.connect(db)
-    try:
-        return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
-    finally:
-        conn.close()
-
-
-def done_urls(db: Path) -> set[str]:
-    """URLs whose result is committed (state done), read after the kill."""
-    conn = sqlite3.connect(db)
-    try:
-        return {url for (url,) in conn.execute("SELECT url FROM url WHERE state = 2")}
-    finally:
-        conn.close()
 
 
 def key_url(key: Key) -> str:
@@ -269,8 +252,9 @@ def test_reference_crawl_requests_every_url_once(sites: Sites, reference: Refere
 
 @pytest.mark.parametrize("run", range(FAULT_RUNS))
 def test_sigkill_then_resume_matches_reference(
-    run: int, sites: Sites, reference: Reference, tmp_path: Path
+    run: int, sites: Sites, reference: Reference, tmp_path: Path, any_db: str
 ) -> None:
+    """On both backends: the reference report is SQLite's, and PostgreSQL must match it."""
     rng = random.Random(f"{FAULT_SEED}:{run}")
     total = sum(reference.requests.values())
     kill_after = rng.randint(1, total * 9 // 10)
@@ -280,9 +264,9 @@ def test_sigkill_then_resume_matches_reference(
     )
     print(context)
     sites.reset()
-    db = tmp_path / "crawl.db"
+    db = any_db
 
-    proc = start_crawl(sites, db)
+    proc = start_crawl(sites, db, tmp_path)
     try:
         wait_for_requests(sites, proc, kill_after)
         in_flight = sites.in_flight()
@@ -298,7 +282,7 @@ def test_sigkill_then_resume_matches_reference(
     done_at_kill = done_urls(db)
     unsettled = {key for key in seen_at_kill if key_url(key) not in done_at_kill}
 
-    result = resume(db)
+    result = resume(db, tmp_path)
     assert result.returncode == reference.exit_code, f"{context}\n{result.stderr}"
     assert "Traceback" not in result.stderr, context
     assert_same_report(json.loads(result.stdout), reference, context)

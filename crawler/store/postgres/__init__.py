@@ -15,6 +15,5 @@ SQL keeps the SQLite backend's semantics (``crawler.store.frontier``).
 - ``report``: the read side, the same ``ReportData`` as ``crawler.report.load``.
 """
 
-from crawler.store.postgres.frontier import PostgresFrontier
-
-__all__ = ["PostgresFrontier"]
+# Nothing is imported here: ``crawler.politeness_pg`` needs only ``gate``, and
+# a SQLite crawl should not load asyncpg.
