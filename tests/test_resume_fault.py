@@ -9,9 +9,10 @@ equal the reference (timing aside), the database must pass
 ``PRAGMA integrity_check``, and only requests that were in flight at the kill
 may be sent twice.
 
-The default run makes 20 kills (``CRAWLER_FAULT_RUNS=N`` for another number). Kill points
-come from a seed printed with every failure; ``CRAWLER_FAULT_SEED=<seed>``
-replays them.
+The default run makes 20 kills on each backend, SQLite and PostgreSQL, both
+held to the SQLite reference (``CRAWLER_FAULT_RUNS=N`` for another number).
+Kill points come from a seed printed with every failure;
+``CRAWLER_FAULT_SEED=<seed>`` replays them.
 """
 
 from __future__ import annotations
