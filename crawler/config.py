@@ -9,6 +9,7 @@ field names here (see ``crawler.options``), so a setting is declared once.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Literal
 
@@ -68,6 +69,7 @@ class CrawlSettings(BaseModel):
     accept: list[str] = Field(default_factory=lambda: list(DEFAULT_ACCEPT))
     blocked_as_broken: bool = False
     exclude_all_private: bool = False
+    allow_networks: list[str] = Field(default_factory=list)
     max_cache_age_s: float | None = Field(default=None, ge=0)
     max_redirects: int = Field(default=DEFAULT_MAX_REDIRECTS, ge=0, le=100)
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=3600)
@@ -125,6 +127,16 @@ class CrawlSettings(BaseModel):
                 re.compile(pattern)
             except re.error as exc:
                 raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
+        return entries
+
+    @field_validator("allow_networks")
+    @classmethod
+    def _networks_parse(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError as exc:
+                raise ValueError(f"invalid network {entry!r}: {exc}") from exc
         return entries
 
     def host_settings(self, host: str) -> HostSettings | None:

@@ -27,7 +27,7 @@ from crawler import cookies, localsite
 from crawler.config import CrawlSettings
 from crawler.errors import FailureKind
 from crawler.fetch_types import Fetched
-from crawler.netguard import PrivateAddressError, PublicOnlyResolver
+from crawler.netguard import PrivateAddressError, PublicOnlyResolver, parse_networks
 
 __all__ = ["Fetched", "Fetcher", "classify_exception"]
 
@@ -63,7 +63,11 @@ class Fetcher:
             limit_per_host=0,
             ttl_dns_cache=300,
             ssl=not settings.insecure,
-            resolver=PublicOnlyResolver() if settings.exclude_all_private else None,
+            resolver=(
+                PublicOnlyResolver(parse_networks(settings.allow_networks))
+                if settings.exclude_all_private
+                else None
+            ),
         )
         jar: aiohttp.abc.AbstractCookieJar = aiohttp.DummyCookieJar()
         if settings.cookie_jar:

@@ -43,6 +43,7 @@ class Option:
     metavar: str | None = None
     type: type = str
     choices: tuple[str, ...] | None = None
+    separator: str | None = None  # a CRAWLER_* list may be split on this, not only JSON
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -51,73 +52,199 @@ OPTIONS: tuple[Option, ...] = (
     Option("format", ("-f", "--format"), "report format", "run", metavar="FORMAT"),
     Option("output", ("-o", "--output"), "write the report to this file", "run", metavar="FILE"),
     Option("no_progress", ("-n", "--no-progress"), "no live progress display", "run", "flag"),
-    Option("log_level", ("--log-level",), "log level (logs go to stderr)", "run",
-           choices=("debug", "info", "warning", "error")),
+    Option(
+        "log_level",
+        ("--log-level",),
+        "log level (logs go to stderr)",
+        "run",
+        choices=("debug", "info", "warning", "error"),
+    ),
     Option("log_format", ("--log-format",), "log format", "run", choices=("console", "json")),
-    Option("durability", ("--durability",),
-           "normal survives a process crash; full also a power loss (slower)", "run",
-           choices=("normal", "full")),
-    Option("workers", ("--workers",),
-           "processes crawling the database together, one per core", "run", metavar="N",
-           type=int),
-    Option("shutdown_timeout_s", ("--shutdown-timeout",),
-           "on SIGINT/SIGTERM, how long in-flight requests may finish", "run",
-           metavar="SECONDS", type=float),
+    Option(
+        "durability",
+        ("--durability",),
+        "normal survives a process crash; full also a power loss (slower)",
+        "run",
+        choices=("normal", "full"),
+    ),
+    Option(
+        "workers",
+        ("--workers",),
+        "processes crawling the database together, one per core",
+        "run",
+        metavar="N",
+        type=int,
+    ),
+    Option(
+        "shutdown_timeout_s",
+        ("--shutdown-timeout",),
+        "on SIGINT/SIGTERM, how long in-flight requests may finish",
+        "run",
+        metavar="SECONDS",
+        type=float,
+    ),
     # what is crawled
-    Option("scope", ("--scope",), "crawl the seed's host, its domain and subdomains, "
-           "or URLs under the seed's path", choices=("host", "domain", "prefix")),
-    Option("include", ("--include",), "check only URLs matching (wins over --exclude)",
-           kind="list", metavar="REGEX"),
-    Option("exclude", ("--exclude",), "do not check URLs matching", kind="list",
-           metavar="REGEX"),
-    Option("no_follow", ("--no-follow",), "check URLs matching but do not crawl past them",
-           kind="list", metavar="REGEX"),
-    Option("max_depth", ("--max-depth",), "crawl at most N links from a seed", metavar="N",
-           type=int),
+    Option(
+        "scope",
+        ("--scope",),
+        "crawl the seed's host, its domain and subdomains, or URLs under the seed's path",
+        choices=("host", "domain", "prefix"),
+    ),
+    Option(
+        "include",
+        ("--include",),
+        "check only URLs matching (wins over --exclude)",
+        kind="list",
+        metavar="REGEX",
+    ),
+    Option("exclude", ("--exclude",), "do not check URLs matching", kind="list", metavar="REGEX"),
+    Option(
+        "no_follow",
+        ("--no-follow",),
+        "check URLs matching but do not crawl past them",
+        kind="list",
+        metavar="REGEX",
+    ),
+    Option(
+        "max_depth", ("--max-depth",), "crawl at most N links from a seed", metavar="N", type=int
+    ),
     Option("max_urls", ("--max-urls",), "stop adding new URLs after N", metavar="N", type=int),
     Option("internal_only", ("--internal-only",), "check only in-scope links", kind="flag"),
-    Option("sitemaps", ("--sitemap",), "seed the crawl from a sitemap or sitemap index",
-           kind="list", metavar="URL"),
-    Option("use_sitemaps", ("--use-sitemaps",), "also seed from the sitemaps robots.txt lists",
-           kind="flag"),
+    Option(
+        "sitemaps",
+        ("--sitemap",),
+        "seed the crawl from a sitemap or sitemap index",
+        kind="list",
+        metavar="URL",
+    ),
+    Option(
+        "use_sitemaps",
+        ("--use-sitemaps",),
+        "also seed from the sitemaps robots.txt lists",
+        kind="flag",
+    ),
     Option("robots", ("--no-robots",), "ignore robots.txt", kind="negated"),
-    Option("exclude_all_private", ("-E", "--exclude-all-private"),
-           "skip private, loopback and link-local targets (checked after DNS)", kind="flag"),
+    Option(
+        "exclude_all_private",
+        ("-E", "--exclude-all-private"),
+        "skip private, loopback and link-local targets (checked after DNS)",
+        kind="flag",
+    ),
+    Option(
+        "allow_networks",
+        ("--allow-network",),
+        "with -E, still reach this network (e.g. 10.1.0.0/16 for an intranet)",
+        kind="list",
+        metavar="CIDR",
+    ),
     # how links are judged
-    Option("include_fragments", ("--include-fragments",),
-           "a link page#id is broken when the page has no such anchor", kind="flag"),
-    Option("accept", ("-a", "--accept"), "statuses that count as fine, e.g. '200..=299, 403'",
-           kind="list", metavar="RANGES"),
-    Option("blocked_as_broken", ("--blocked-as-broken",),
-           "report bot walls (Cloudflare challenge, 999) as broken, not blocked", kind="flag"),
-    Option("max_redirects", ("-m", "--max-redirects",), "longer redirect chains are broken",
-           metavar="N", type=int),
-    Option("max_cache_age_s", ("--max-cache-age",),
-           "reuse fine results of external links from an earlier crawl younger than this",
-           kind="duration", metavar="AGE"),
+    Option(
+        "include_fragments",
+        ("--include-fragments",),
+        "a link page#id is broken when the page has no such anchor",
+        kind="flag",
+    ),
+    Option(
+        "accept",
+        ("-a", "--accept"),
+        "statuses that count as fine, e.g. '200..=299, 403'",
+        kind="list",
+        metavar="RANGES",
+    ),
+    Option(
+        "blocked_as_broken",
+        ("--blocked-as-broken",),
+        "report bot walls (Cloudflare challenge, 999) as broken, not blocked",
+        kind="flag",
+    ),
+    Option(
+        "max_redirects",
+        (
+            "-m",
+            "--max-redirects",
+        ),
+        "longer redirect chains are broken",
+        metavar="N",
+        type=int,
+    ),
+    Option(
+        "max_cache_age_s",
+        ("--max-cache-age",),
+        "reuse fine results of external links from an earlier crawl younger than this",
+        kind="duration",
+        metavar="AGE",
+    ),
     # how requests are made
     Option("timeout_s", ("-t", "--timeout"), "per request", metavar="SECONDS", type=float),
-    Option("max_retries", ("--max-retries",), "retries for timeouts, connection errors, 5xx, 429",
-           metavar="N", type=int),
-    Option("retry_wait_s", ("--retry-wait-time",), "first backoff, doubled each retry",
-           metavar="SECONDS", type=float),
-    Option("max_concurrency", ("--max-concurrency",), "requests in flight in all", metavar="N",
-           type=int),
-    Option("host_concurrency", ("--host-concurrency",), "requests in flight per host",
-           metavar="N", type=int),
-    Option("host_request_interval_s", ("--host-request-interval",),
-           "minimum time between two requests to one host", metavar="SECONDS", type=float),
-    Option("max_body_bytes", ("--max-body-bytes",), "cap on the HTML read and parsed per page",
-           metavar="N", type=int),
-    Option("method", ("--method",), "how links are checked (GET is used when HEAD is refused)",
-           choices=("head", "get")),
+    Option(
+        "max_retries",
+        ("--max-retries",),
+        "retries for timeouts, connection errors, 5xx, 429",
+        metavar="N",
+        type=int,
+    ),
+    Option(
+        "retry_wait_s",
+        ("--retry-wait-time",),
+        "first backoff, doubled each retry",
+        metavar="SECONDS",
+        type=float,
+    ),
+    Option(
+        "max_concurrency",
+        ("--max-concurrency",),
+        "requests in flight in all",
+        metavar="N",
+        type=int,
+    ),
+    Option(
+        "host_concurrency",
+        ("--host-concurrency",),
+        "requests in flight per host",
+        metavar="N",
+        type=int,
+    ),
+    Option(
+        "host_request_interval_s",
+        ("--host-request-interval",),
+        "minimum time between two requests to one host",
+        metavar="SECONDS",
+        type=float,
+    ),
+    Option(
+        "max_body_bytes",
+        ("--max-body-bytes",),
+        "cap on the HTML read and parsed per page",
+        metavar="N",
+        type=int,
+    ),
+    Option(
+        "method",
+        ("--method",),
+        "how links are checked (GET is used when HEAD is refused)",
+        choices=("head", "get"),
+    ),
     Option("user_agent", ("-u", "--user-agent"), "User-Agent header", metavar="TEXT"),
-    Option("headers", ("-H", "--header"), "extra request header", kind="headers",
-           metavar="'NAME: VALUE'"),
-    Option("basic_auth", ("--basic-auth",), "credentials for URLs matching",
-           kind="list", metavar="'URL-REGEX USER:PASS'"),
-    Option("cookie_jar", ("--cookie-jar",), "read and write cookies in this file (Netscape format)",
-           metavar="FILE"),
+    Option(
+        "headers",
+        ("-H", "--header"),
+        "extra request header",
+        kind="headers",
+        metavar="'NAME: VALUE'",
+    ),
+    Option(
+        "basic_auth",
+        ("--basic-auth",),
+        "credentials for URLs matching",
+        kind="list",
+        metavar="'URL-REGEX USER:PASS'",
+    ),
+    Option(
+        "cookie_jar",
+        ("--cookie-jar",),
+        "read and write cookies in this file (Netscape format)",
+        metavar="FILE",
+    ),
     Option("insecure", ("-i", "--insecure"), "do not verify TLS certificates", kind="flag"),
 )
 
@@ -129,8 +256,11 @@ def add_arguments(parser: argparse.ArgumentParser, target: Target | None = None)
     for option in OPTIONS:
         if target is not None and option.target != target:
             continue
-        kwargs: dict[str, Any] = {"dest": option.field, "default": argparse.SUPPRESS,
-                                  "help": _help(option)}
+        kwargs: dict[str, Any] = {
+            "dest": option.field,
+            "default": argparse.SUPPRESS,
+            "help": _help(option),
+        }
         if option.kind == "flag":
             kwargs.update(action="store_const", const=True)
         elif option.kind == "negated":
@@ -231,7 +361,7 @@ def load_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]
     for name, raw in environ.items():
         if not name.startswith(ENV_PREFIX):
             continue
-        field = name[len(ENV_PREFIX):].lower()
+        field = name[len(ENV_PREFIX) :].lower()
         if field not in fields:
             continue
         values[field] = _from_env(field, raw, name)
@@ -255,6 +385,8 @@ def _from_env(field: str, raw: str, name: str) -> Any:
         except json.JSONDecodeError as exc:
             raise UsageError(f"{name}: invalid JSON: {exc}") from exc
     if option is not None and option.kind == "list":
+        if option.separator:
+            return [part.strip() for part in text.split(option.separator) if part.strip()]
         return [text]
     if option is not None and option.kind == "headers":
         return parse_headers([text], name)
@@ -304,8 +436,9 @@ def markdown_table() -> str:
         meaning = option.help.replace("|", "\\|")
         if option.kind in ("list", "headers"):
             meaning += " (repeatable)"
-        lines.append(f"| {flags} | `{option.field}` | {f'`{default}`' if default else ''} "
-                     f"| {meaning} |")
+        lines.append(
+            f"| {flags} | `{option.field}` | {f'`{default}`' if default else ''} | {meaning} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -15,7 +15,7 @@ from crawler import urls
 from crawler.config import CrawlSettings
 from crawler.errors import InvalidURLError
 from crawler.models import Discovered, ResultClass, UrlKind
-from crawler.netguard import is_private_host
+from crawler.netguard import Allowed, is_private_host, parse_networks
 
 # Elements whose target is a document a person navigates to (or an in-scope
 # stylesheet, parsed for its url() references): crawled when in scope.
@@ -40,6 +40,7 @@ class Scope:
     internal_only: bool
     exclude_all_private: bool = False
     include_fragments: bool = False
+    allowed_networks: Allowed = ()
     # Links every page repeats (navigation, footer, assets) are classified once.
     _memo: dict[tuple[str, ...], Discovered] = field(
         default_factory=dict, compare=False, hash=False, repr=False
@@ -62,6 +63,7 @@ class Scope:
             max_depth=settings.max_depth,
             internal_only=settings.internal_only,
             exclude_all_private=settings.exclude_all_private,
+            allowed_networks=parse_networks(settings.allow_networks),
             include_fragments=settings.include_fragments,
         )
 
@@ -161,7 +163,7 @@ class Scope:
         """Why this URL is excluded from checking, or None."""
         if self._is_excluded(key):
             return "excluded by filter"
-        if self.exclude_all_private and is_private_host(host):
+        if self.exclude_all_private and is_private_host(host, self.allowed_networks):
             return "private address (--exclude-all-private)"
         if self.internal_only and not in_scope:
             return "out of scope (--internal-only)"

@@ -89,6 +89,14 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         f"[{env['allow_private']}]",
     )
     parser.add_argument(
+        "--allow-network",
+        action="append",
+        dest="allow_networks",
+        metavar="CIDR",
+        help="let crawls reach this private network, e.g. 10.1.0.0/16 (repeatable) "
+        f"[{env['allow_networks']}, comma-separated]",
+    )
+    parser.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
         help=f"default {service_config.DEFAULT_LOG_LEVEL} [{env['log_level']}]",
@@ -103,8 +111,7 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         metavar="SECONDS",
         dest="shutdown_timeout_s",
-        help="on SIGTERM, how long in-flight requests may finish "
-        f"[{env['shutdown_timeout_s']}]",
+        help=f"on SIGTERM, how long in-flight requests may finish [{env['shutdown_timeout_s']}]",
     )
 
 

@@ -284,3 +284,16 @@ async def test_cookie_jar_is_read_and_written(tmp_path: Path) -> None:
 
 def _unused(_: SiteServer) -> None:  # keep the import for type hints in fixtures
     pass
+
+
+async def test_allow_network_lets_a_private_network_through(site_server, tmp_path: Path) -> None:
+    server = await site_server({"/x": Page(), "/y": Page()})
+    public = tmp_path / "public"
+    public.mkdir()
+    by_name = server.url("/y").replace("127.0.0.1", "localhost")
+    (public / "index.html").write_text(page_html([server.url("/x"), by_name]))
+    data = await crawl(tmp_path / "c.db", [str(public)], exclude_all_private=True,
+                       allow_networks=["127.0.0.0/8"])
+    assert server.count("/x") == 1  # the IP literal
+    assert server.count("/y") == 1  # the name, after DNS
+    assert data.summary.excluded == 0

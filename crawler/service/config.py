@@ -39,6 +39,7 @@ ENVIRONMENT = {
     "token": "CRAWLER_TOKEN",
     "max_running": "CRAWLER_MAX_RUNNING",
     "allow_private": "CRAWLER_ALLOW_PRIVATE",
+    "allow_networks": "CRAWLER_ALLOW_NETWORKS",
     "log_level": "CRAWLER_LOG_LEVEL",
     "log_format": "CRAWLER_LOG_FORMAT",
     "shutdown_timeout_s": "CRAWLER_SHUTDOWN_TIMEOUT_S",
@@ -56,6 +57,7 @@ class ServiceConfig(BaseModel):
     token: str | None = None
     max_running: int = Field(default=DEFAULT_MAX_RUNNING, ge=1, le=64)
     allow_private: bool = False
+    allow_networks: list[str] = Field(default_factory=list)
     log_level: Literal["debug", "info", "warning", "error"] = DEFAULT_LOG_LEVEL
     log_format: Literal["console", "json"] = DEFAULT_LOG_FORMAT
     shutdown_timeout_s: float = Field(default=DEFAULT_SHUTDOWN_TIMEOUT_S, ge=0, le=600)
@@ -68,6 +70,13 @@ class ServiceConfig(BaseModel):
         if len(token) < MIN_TOKEN_CHARS:
             raise ValueError(f"must be at least {MIN_TOKEN_CHARS} characters")
         return token
+
+    @pydantic.field_validator("allow_networks")
+    @classmethod
+    def _networks(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            ipaddress.ip_network(entry.strip(), strict=False)  # ValueError names it
+        return entries
 
     @property
     def crawls_dir(self) -> Path:
@@ -91,6 +100,8 @@ def resolve(flags: Mapping[str, Any], environ: Mapping[str, str] | None = None) 
         if value is not None:
             values[field] = value
             sources[field] = "--" + field.removesuffix("_s").replace("_", "-")
+    if isinstance(values.get("allow_networks"), str):  # CRAWLER_ALLOW_NETWORKS=a,b
+        values["allow_networks"] = [n for n in values["allow_networks"].split(",") if n.strip()]
     if isinstance(values.get("allow_private"), str):
         values["allow_private"] = _env_bool(values["allow_private"], sources["allow_private"])
     try:

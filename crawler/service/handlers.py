@@ -119,13 +119,19 @@ async def create_crawl(request: web.Request) -> web.Response:
     body = await _read_json_body(request)
     try:
         create = CrawlCreate.model_validate_json(
-            body, context={"allow_private": service.config.allow_private}
+            body,
+            context={
+                "allow_private": service.config.allow_private,
+                "allow_networks": service.config.allow_networks,
+            },
         )
     except pydantic.ValidationError as exc:
         raise ApiError.from_validation(exc) from None
     try:
         guarded = guard_settings(
-            create.settings.model_dump(mode="json"), allow_private=service.config.allow_private
+            create.settings.model_dump(mode="json"),
+            allow_private=service.config.allow_private,
+            allow_networks=service.config.allow_networks,
         )
         recorded = CrawlSettings.model_validate(guarded).model_dump(mode="json")
     except ValueError as exc:  # pydantic.ValidationError is one too

@@ -2,7 +2,8 @@
 
 - ``is_private_host``: a seed's host that is a private, loopback, link-local
   (or otherwise non-public) IP literal, or a ``localhost`` name. Seeds like
-  that are refused unless the service runs with ``--allow-private``.
+  that are refused unless the service runs with ``--allow-private``, or the
+  address is in a network given with ``--allow-network``.
 - ``guard_settings``: the crawl's settings as the service records them. Unless
   private addresses are allowed, ``exclude_all_private`` is switched on, so the
   engine also refuses discovered links and redirects (and names that resolve)
@@ -19,19 +20,22 @@ import ipaddress
 import socket
 from typing import Any
 
+from crawler.netguard import Allowed, is_private_address
+
 # Settings whose value is a path on the server: a crawl created over HTTP must
 # not make the service read or write files of its choosing.
 SERVER_PATH_SETTINGS = ("cookie_jar",)
 REDACTED = "<redacted>"
 
 
-def is_private_host(host: str) -> bool:
-    """A non-public IP literal (any spelling ``inet_aton`` accepts) or a localhost name."""
+def is_private_host(host: str, allowed: Allowed = ()) -> bool:
+    """A non-public IP literal (any spelling ``inet_aton`` accepts) or a localhost name,
+    outside the ``allowed`` networks (``--allow-network``)."""
     name = host.strip().lower().rstrip(".")
     if name.startswith("[") and name.endswith("]"):
         name = name[1:-1]
     if name == "localhost" or name.endswith(".localhost"):
-        return True
+        return not any(ipaddress.ip_address("127.0.0.1") in net for net in allowed)
     try:
         ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(name)
     except ValueError:
@@ -39,20 +43,12 @@ def is_private_host(host: str) -> bool:
             ip = ipaddress.IPv4Address(socket.inet_aton(name))
         except OSError:
             return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return bool(
-        not ip.is_global  # private, shared (100.64/10), documentation ranges...
-        or ip.is_private
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_reserved
-        or ip.is_multicast
-        or ip.is_unspecified
-    )
+    return is_private_address(str(ip), allowed)
 
 
-def guard_settings(settings: dict[str, Any], *, allow_private: bool) -> dict[str, Any]:
+def guard_settings(
+    settings: dict[str, Any], *, allow_private: bool, allow_networks: list[str] | None = None
+) -> dict[str, Any]:
     """The settings recorded with a crawl created through the service.
 
     Raises ValueError naming the field for a setting the service refuses.
@@ -63,6 +59,8 @@ def guard_settings(settings: dict[str, Any], *, allow_private: bool) -> dict[str
     guarded = dict(settings)
     if not allow_private:
         guarded["exclude_all_private"] = True
+        # Only the service's operator widens what crawls may reach, never a request.
+        guarded["allow_networks"] = list(allow_networks or [])
     return guarded
 
 

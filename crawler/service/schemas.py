@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 from crawler import runner, urls
 from crawler.config import DEFAULT_USER_AGENT, CrawlSettings
 from crawler.errors import UsageError
+from crawler.netguard import parse_networks
 from crawler.service.config import MAX_SEEDS
 from crawler.service.safety import is_private_host
 
@@ -43,11 +44,13 @@ def _check_seed(value: str, info: ValidationInfo) -> str:
         (key,) = runner.normalize_seeds([value])
     except UsageError as exc:
         raise ValueError(str(exc)) from exc
-    allow_private = bool((info.context or {}).get("allow_private", False))
-    if not allow_private and is_private_host(_hostname(urls.host_of(key))):
+    context = info.context or {}
+    allow_private = bool(context.get("allow_private", False))
+    allowed = parse_networks(list(context.get("allow_networks", [])))
+    if not allow_private and is_private_host(_hostname(urls.host_of(key)), allowed):
         raise ValueError(
             f"seed {value!r}: private, loopback or link-local address "
-            "(the service was not started with --allow-private)"
+            "(allow it with --allow-network, or --allow-private)"
         )
     return value
 

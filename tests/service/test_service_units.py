@@ -217,3 +217,17 @@ def test_progress_rates_and_eta() -> None:
     assert progress.in_flight == 3
     done = settled(Counts(pending=0, leased=0, done=50, pages=25, broken=1), 5.0)
     assert (done.pages_per_s, done.eta_s) == (5.0, None)
+
+
+def test_allowed_networks_come_from_the_operator_only() -> None:
+    from crawler.netguard import parse_networks
+    from crawler.service.safety import guard_settings, is_private_host
+
+    intranet = parse_networks(["10.1.0.0/16"])
+    assert is_private_host("10.1.2.3") is True
+    assert is_private_host("10.1.2.3", intranet) is False
+    assert is_private_host("10.2.0.1", intranet) is True
+    asked = {"exclude_all_private": False, "allow_networks": ["0.0.0.0/0"]}
+    guarded = guard_settings(asked, allow_private=False, allow_networks=["10.1.0.0/16"])
+    assert guarded["exclude_all_private"] is True
+    assert guarded["allow_networks"] == ["10.1.0.0/16"]
