@@ -136,6 +136,7 @@ OPTIONS: tuple[Option, ...] = (
         "with -E, still reach this network (e.g. 10.1.0.0/16 for an intranet)",
         kind="list",
         metavar="CIDR",
+        separator=",",
     ),
     # how links are judged
     Option(
