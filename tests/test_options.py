@@ -95,3 +95,11 @@ def test_environment_lists_booleans_and_durations() -> None:
                                                ("1.5h", 5400), ("2w", 1209600)])
 def test_durations(text: str, seconds: float) -> None:
     assert options.parse_duration(text) == seconds
+
+
+def test_allow_networks_from_the_environment_are_comma_separated() -> None:
+    env = {"CRAWLER_ALLOW_NETWORKS": "10.0.0.0/8, 192.168.1.0/24"}
+    settings, _ = options.resolve({}, None, env)
+    assert settings.allow_networks == ["10.0.0.0/8", "192.168.1.0/24"]
+    with pytest.raises(UsageError, match="--allow-network"):
+        options.resolve({}, None, {"CRAWLER_ALLOW_NETWORKS": "10.0.0.0/33"})
