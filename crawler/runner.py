@@ -8,7 +8,6 @@ it finishes or ``stop`` is called.
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +23,6 @@ from crawler.robots import Robots
 from crawler.scope import Scope
 from crawler.store import crawls, db
 from crawler.store import open as store_open
-from crawler.store.async_store import AsyncFrontier
 from crawler.store.base import FrontierStore
 
 
@@ -130,15 +128,6 @@ def prepare_seeds(raw_seeds: list[str]) -> tuple[list[str], list[str], Path | No
     return recorded, keys, local_root
 
 
-def _frontier(conn: sqlite3.Connection, crawl_id: int, settings: CrawlSettings) -> AsyncFrontier:
-    return AsyncFrontier(
-        conn,
-        crawl_id,
-        max_urls=settings.max_urls,
-        max_cache_age_s=settings.max_cache_age_s,
-    )
-
-
 def start(
     db_path: str | Path,
     raw_seeds: list[str],
@@ -152,48 +141,27 @@ def start(
     recorded, keys, local_root = prepare_seeds(raw_seeds)
     scope = Scope.build(settings, keys)
     seeds = [scope.classify(key, element="seed", depth=0) for key in keys]
-    if store_open.is_postgres_url(db_path):  # the PostgreSQL backend (crawler.store.open)
-        store = store_open.create_crawl(db_path, recorded, settings)
-        return CrawlJob(store, settings, scope, seeds, local_root)
-    conn = db.open_database(store_open.sqlite_path(db_path), durability=durability)
-    try:
-        crawl_id = crawls.create(conn, recorded, settings.model_dump(), time.time())
-    except BaseException:
-        conn.close()
-        raise
-    return CrawlJob(_frontier(conn, crawl_id, settings), settings, scope, seeds, local_root)
+    store = store_open.create_crawl(db_path, recorded, settings, durability=durability)
+    return CrawlJob(store, settings, scope, seeds, local_root)
 
 
 def open_existing(
     db_path: str | Path, crawl_id: int | None = None, *, durability: db.Durability = "normal"
 ) -> tuple[CrawlJob, crawls.CrawlRecord]:
     """Prepare a recorded crawl for resuming: the given one, else the latest unfinished."""
-    if store_open.is_postgres_url(db_path):  # the PostgreSQL backend (crawler.store.open)
-        store, record = store_open.open_crawl(db_path, crawl_id)
-        try:
-            settings = CrawlSettings.model_validate(record.config)
-            _, keys, local_root = prepare_seeds(record.seeds)
-        except BaseException:
-            store.close()
-            raise
-        return CrawlJob(store, settings, Scope.build(settings, keys), local_root=local_root), record
-    db_path = store_open.sqlite_path(db_path)
-    if not Path(db_path).exists():
+    if (
+        not store_open.is_postgres_url(db_path)
+        and not Path(store_open.sqlite_path(db_path)).exists()
+    ):
         raise UsageError(f"{db_path}: no such database; start a crawl with `crawler crawl URL`")
-    conn = db.open_database(db_path, durability=durability)
+    store, record = store_open.open_crawl(db_path, crawl_id, durability=durability)
     try:
-        if crawl_id is not None:
-            record = crawls.get(conn, crawl_id)
-        else:
-            found = crawls.latest_unfinished(conn)
-            record = found if found is not None else crawls.get(conn)
         settings = CrawlSettings.model_validate(record.config)
         _, keys, local_root = prepare_seeds(record.seeds)
     except BaseException:
-        conn.close()
+        store.close()
         raise
-    scope = Scope.build(settings, keys)
-    job = CrawlJob(_frontier(conn, record.id, settings), settings, scope, local_root=local_root)
+    job = CrawlJob(store, settings, Scope.build(settings, keys), local_root=local_root)
     return job, record
 
 

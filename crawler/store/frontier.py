@@ -27,16 +27,13 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from crawler.models import Counts, Discovered, LeasedUrl, Outcome, UrlKind, UrlState
+from crawler.store import liveness
 from crawler.store.db import WRITER_BUSY_TIMEOUT_MS, atomic
 
 DEFAULT_SEEN_CACHE_SIZE = 50_000
 HOST_CACHE_SIZE = 20_000
 LOOKUP_CHUNK = 400  # bound parameters per IN (...) probe
 
-# Owner tokens of the engines running in this process. A worker row with our
-# pid but a token not in here belongs to an earlier process that had the same
-# pid (PID 1 in a restarted container): it is dead.
-_LIVE_TOKENS: set[str] = set()
 
 _INSERT = """
 INSERT INTO url (crawl_id, url, host_id, kind, depth, hop, state)
@@ -164,7 +161,7 @@ class Frontier:
                 (self.crawl_id, owner),
             )
             self._conn.execute("DELETE FROM worker WHERE token = ?", (owner,))
-        _LIVE_TOKENS.discard(owner)
+        liveness.LIVE_TOKENS.discard(owner)
         return cur.rowcount
 
     def reclaim(self, now: float, stale_after_s: float) -> int:
@@ -210,7 +207,7 @@ class Frontier:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (owner, self.crawl_id, os.getpid(), socket.gethostname(), now, now),
             )
-        _LIVE_TOKENS.add(owner)
+        liveness.LIVE_TOKENS.add(owner)
 
     def next_wake_at(self) -> float | None:
         """When something may next become leasable: a due retry or a lease expiry."""
@@ -500,25 +497,8 @@ class Frontier:
         return bool(row[0])
 
     def _dead_workers(self, now: float, stale_after_s: float) -> list[str]:
-        me = socket.gethostname()
-        dead = []
-        for token, pid, hostname, heartbeat_at in self._conn.execute(
+        rows = self._conn.execute(
             "SELECT token, pid, hostname, heartbeat_at FROM worker WHERE crawl_id = ?",
             (self.crawl_id,),
-        ).fetchall():
-            if token in _LIVE_TOKENS:
-                continue
-            gone = pid == os.getpid() or not _pid_alive(pid)
-            if heartbeat_at < now - stale_after_s or (hostname == me and gone):
-                dead.append(token)
-        return dead
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        ).fetchall()
+        return liveness.dead_workers(rows, now, stale_after_s)

@@ -29,6 +29,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 from crawler.models import Counts, Discovered, LeasedUrl, Outcome, UrlKind
+from crawler.store import liveness
 from crawler.store.crawls import CrawlRecord
 from crawler.store.postgres import complete as completion
 from crawler.store.postgres import crawls, gate, schema
@@ -38,8 +39,6 @@ from crawler.store.postgres.loop import BackgroundLoop
 T = TypeVar("T")
 HOST_NAME_CACHE_SIZE = 20_000
 
-# Owner tokens of the engines running in this process (see the SQLite frontier).
-_LIVE_TOKENS: set[str] = set()
 
 _LEASE = """
 WITH picked AS (
@@ -180,7 +179,7 @@ class PostgresFrontier:
             return _rowcount(status)
 
         released = int(await self._call(self._tx(body)))
-        _LIVE_TOKENS.discard(owner)
+        liveness.LIVE_TOKENS.discard(owner)
         return released
 
     async def reclaim(self, now: float, stale_after_s: float) -> int:
@@ -191,7 +190,7 @@ class PostgresFrontier:
                 "SELECT token, pid, hostname, heartbeat_at FROM worker WHERE crawl_id = $1",
                 self.crawl_id,
             )
-            dead = _dead_workers(workers, now, stale_after_s)
+            dead = liveness.dead_workers(workers, now, stale_after_s)
             status = await conn.execute(
                 f"UPDATE url {_TO_PENDING} "
                 "WHERE crawl_id = $1 AND state = 1 AND lease_expires_at < $2",
@@ -255,7 +254,7 @@ class PostgresFrontier:
             )
 
         await self._call(self._tx(body))
-        _LIVE_TOKENS.add(owner)
+        liveness.LIVE_TOKENS.add(owner)
 
     async def next_wake_at(self) -> float | None:
         """When something may next become leasable: a due retry or a lease expiry."""
@@ -385,25 +384,3 @@ class PostgresFrontier:
 def _rowcount(status: str) -> int:
     """The row count of a command tag such as ``UPDATE 3``."""
     return int(status.rsplit(" ", 1)[1])
-
-
-def _dead_workers(workers: Sequence[Any], now: float, stale_after_s: float) -> list[str]:
-    me = socket.gethostname()
-    dead = []
-    for token, pid, hostname, heartbeat_at in workers:
-        if token in _LIVE_TOKENS:
-            continue
-        gone = pid == os.getpid() or not _pid_alive(pid)
-        if heartbeat_at < now - stale_after_s or (hostname == me and gone):
-            dead.append(token)
-    return dead
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
