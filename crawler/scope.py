@@ -76,9 +76,7 @@ class Scope:
             return any(name == d or name.endswith("." + d) for d in self.domains)
         return key.startswith(self.prefixes)
 
-    def classify(
-        self, absolute: str, *, element: str, depth: int, fragment_kept: bool = True
-    ) -> Discovered:
+    def classify(self, absolute: str, *, element: str, depth: int) -> Discovered:
         """Decide what to do with a resolved absolute URL found in ``element``."""
         if not urls.is_http(absolute):
             scheme = urls.scheme_of(absolute) or "none"
@@ -101,7 +99,7 @@ class Scope:
                 result=ResultClass.BROKEN,
                 reason=f"invalid URL: {exc}",
             )
-        fragment = unquote(fragment) if fragment_kept else ""
+        fragment = unquote(fragment)
         host = urls.host_of(key)
         in_scope = self.is_in_scope(key, host)
         refusal = self._refusal(key, host, in_scope)

@@ -1,4 +1,7 @@
-"""Running a crawl in-process for tests, and reading its report back."""
+"""Running a crawl in-process for tests, and reading its report back, on either backend.
+
+``db`` is a SQLite path or a PostgreSQL URL (``pgkit.any_db`` gives both).
+"""
 
 from __future__ import annotations
 
@@ -8,29 +11,26 @@ from typing import Any
 
 from crawler import report, runner
 from crawler.config import CrawlSettings
-from crawler.store import db
+from crawler.store import open as store_open
 
 CRAWL_BOUND_S = 60.0
 
 
-async def crawl(db_path: Path, seeds: list[str], **settings: Any) -> report.ReportData:
+async def crawl(db: str | Path, seeds: list[str], **settings: Any) -> report.ReportData:
     """Crawl to the end (bounded in time) and return the report data."""
     settings.setdefault("max_retries", 0)
-    job = runner.start(db_path, seeds, CrawlSettings(**settings))
+    job = runner.start(db, seeds, CrawlSettings(**settings))
     try:
         finished = await asyncio.wait_for(job.run(), CRAWL_BOUND_S)
     finally:
         job.close()
     assert finished, "the crawl did not finish"
-    return read_report(db_path)
+    return read_report(db)
 
 
-def read_report(db_path: Path, crawl_id: int | None = None) -> report.ReportData:
-    conn = db.open_reader(db_path)
-    try:
-        return report.load(conn, crawl_id)
-    finally:
-        conn.close()
+def read_report(db: str | Path, crawl_id: int | None = None) -> report.ReportData:
+    """The report of a crawl (the latest when no id is given)."""
+    return store_open.load_report(str(db), crawl_id)
 
 
 def comparable(data: report.ReportData) -> dict[str, Any]:

@@ -7,7 +7,7 @@ is skipped with the reason, except under CI (``CI=true``), where it fails:
 ``.ci/run`` starts PostgreSQL, so a missing server there is a broken setup.
 
 ``any_db`` is parametrized over both backends: a SQLite path, or a PostgreSQL
-URL. ``crawl`` and ``read_report`` are ``crawlkit``'s helpers for either.
+URL; ``crawlkit.crawl`` and ``crawlkit.read_report`` take either.
 
 tests/conftest.py registers this module as a plugin, so every test module
 can ask for ``any_db`` and ``pg_url`` by name.
@@ -27,15 +27,11 @@ from typing import Any, TypeVar
 import asyncpg
 import pytest
 
-from crawler import report, runner
-from crawler.config import CrawlSettings
-from crawler.scope import Scope
 from crawler.store import open as store_open
 
 T = TypeVar("T")
 ADMIN_URL = os.environ.get("PGTEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 CONNECT_TIMEOUT_S = 5.0
-CRAWL_BOUND_S = 60.0
 BACKENDS = ("sqlite", "postgresql")
 
 _reachable: str | None = None  # None: not tried yet; "": reachable; else why not
@@ -115,32 +111,6 @@ def any_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield url
     finally:
         drop_database(url)
-
-
-async def crawl(db: str | Path, seeds: list[str], **settings: Any) -> report.ReportData:
-    """``crawlkit.crawl`` on either backend: crawl to the end (bounded), return the report."""
-    settings.setdefault("max_retries", 0)
-    config = CrawlSettings(**settings)
-    recorded, keys, local_root = runner.prepare_seeds(seeds)
-    scope = Scope.build(config, keys)
-    job = runner.CrawlJob(
-        store_open.create_crawl(str(db), recorded, config),
-        config,
-        scope,
-        [scope.classify(key, element="seed", depth=0) for key in keys],
-        local_root,
-    )
-    try:
-        finished = await asyncio.wait_for(job.run(), CRAWL_BOUND_S)
-    finally:
-        job.close()
-    assert finished, "the crawl did not finish"
-    return read_report(db)
-
-
-def read_report(db: str | Path, crawl_id: int | None = None) -> report.ReportData:
-    """``crawlkit.read_report`` on either backend."""
-    return store_open.load_report(str(db), crawl_id)
 
 
 def done_urls(db: str | Path) -> set[str]:

@@ -13,7 +13,6 @@ import os
 import pty
 import shutil
 import subprocess
-import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from clikit import clean_env, cli, run_cli
 from serve_site import ThreadedSite
 from sitekit import Page, Site, wait_until_sync
 
@@ -41,26 +41,10 @@ MakeSite = Callable[..., ThreadedSite]
 # ---------------------------------------------------------------------------
 
 
-def clean_env() -> dict[str, str]:
-    """The environment without CRAWLER_* (they would change the crawler's settings)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("CRAWLER_")}
 
 
-def cli(*args: str | Path) -> list[str]:
-    return [sys.executable, "-m", "crawler.cli", *map(str, args)]
 
 
-def run_cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        cli(*args),
-        cwd=cwd,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-    )
 
 
 def one_line_error(result: subprocess.CompletedProcess[str], *, usage: bool = False) -> str:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawlkit import comparable
-from pgkit import crawl
+from crawlkit import comparable, crawl
 from sitekit import Page, SiteServer
 
 

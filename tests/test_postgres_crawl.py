@@ -12,10 +12,8 @@ server).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -24,6 +22,8 @@ from typing import Any
 
 import pytest
 
+import clikit
+from clikit import clean_env, cli
 from pgkit import pg_url, run_async  # noqa: F401 - fixture
 from serve_site import ThreadedSite
 from sitekit import Page, Site, wait_until_sync
@@ -34,25 +34,14 @@ WORKER_CONCURRENCY = 8
 TIMING_FIELDS = frozenset({"started_at", "finished_at", "elapsed_s"})
 
 
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "crawler.cli", *args]
 
 
-def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("CRAWLER_")}
+
+
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        cli(*args),
-        cwd=cwd,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-    )
+    return clikit.run_cli(*args, cwd=cwd, timeout=RUN_TIMEOUT_S)
 
 
 def start_cli(*args: str, cwd: Path) -> subprocess.Popen[str]:

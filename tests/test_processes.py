@@ -11,7 +11,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from clikit import clean_env, cli
 from serve_site import ThreadedSite
 from sitekit import Page, wait_until_sync
 
@@ -44,16 +44,12 @@ def site() -> Iterator[ThreadedSite]:
         yield server
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("CRAWLER_")}
 
 
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "crawler.cli", *args]
 
 
 def _crawl_args(site: ThreadedSite, db: Path, *extra: str) -> list[str]:
-    return _cli("crawl", site.url("/"), "--db", str(db), "-n", "-f", "json",
+    return cli("crawl", site.url("/"), "--db", str(db), "-n", "-f", "json",
                 "--max-concurrency", str(CONCURRENCY), "--max-retries", "0", *extra)
 
 
@@ -65,7 +61,7 @@ def _comparable(report: dict[str, Any]) -> dict[str, Any]:
 def reference(site: ThreadedSite, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     db = tmp_path_factory.mktemp("ref") / "c.db"
     done = subprocess.run(_crawl_args(site, db), capture_output=True, text=True,
-                          timeout=RUN_BOUND_S, env=_env(), check=False)
+                          timeout=RUN_BOUND_S, env=clean_env(), check=False)
     assert done.returncode == 2, done.stderr
     return json.loads(done.stdout)
 
@@ -103,13 +99,13 @@ def test_two_resumes_cooperate_on_one_frontier(
     db = tmp_path / "c.db"
     site.reset()
     first = subprocess.Popen(_crawl_args(site, db), stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, text=True, env=_env())
+                             stderr=subprocess.DEVNULL, text=True, env=clean_env())
     _kill_after(site, first, 60)
     leased_at_kill = _leased_paths(db, site)
     resumes = [
-        subprocess.Popen(_cli("resume", "--db", str(db), "-n", "-f", "json", "--log-level",
+        subprocess.Popen(cli("resume", "--db", str(db), "-n", "-f", "json", "--log-level",
                               "info", "--log-format", "json"),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
         for _ in range(2)
     ]
     outputs = [proc.communicate(timeout=RUN_BOUND_S) for proc in resumes]
@@ -132,7 +128,7 @@ def test_a_killed_worker_loses_nothing(
     db = tmp_path / "c.db"
     site.reset()
     main = subprocess.Popen(_crawl_args(site, db, "--workers", "3"), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env())
+                            stderr=subprocess.PIPE, text=True, env=clean_env())
     wait_until_sync(lambda: len(_children(main.pid)) == 2 and site.request_count() >= 40,
                     timeout=60, message="two workers running")
     victim = _children(main.pid)[0]
@@ -180,7 +176,7 @@ def test_disk_full_stops_cleanly_and_resume_completes(
     ballast = small_disk / "ballast"
     ballast.write_bytes(b"\0" * 700_000)  # leaves room to start, not to finish
     full = subprocess.run(_crawl_args(site, db), capture_output=True, text=True,
-                          timeout=RUN_BOUND_S, env=_env(), check=False)
+                          timeout=RUN_BOUND_S, env=clean_env(), check=False)
     assert full.returncode == 1, full.stderr
     assert "disk full" in full.stderr
     assert "crawler resume" in full.stderr
@@ -192,8 +188,8 @@ def test_disk_full_stops_cleanly_and_resume_completes(
         conn.close()
     ballast.unlink()
     subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
-    resumed = subprocess.run(_cli("resume", "--db", str(db), "-n", "-f", "json"),
-                             capture_output=True, text=True, timeout=RUN_BOUND_S, env=_env(),
+    resumed = subprocess.run(cli("resume", "--db", str(db), "-n", "-f", "json"),
+                             capture_output=True, text=True, timeout=RUN_BOUND_S, env=clean_env(),
                              check=False)
     assert resumed.returncode == 2, resumed.stderr
     assert _comparable(json.loads(resumed.stdout)) == _comparable(reference)

@@ -22,7 +22,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from clikit import clean_env, cli, run_cli
 from pgkit import done_urls, integrity
 from serve_site import ThreadedSite
 from sitekit import Page, Site, wait_until_sync
@@ -154,26 +154,10 @@ def reference(sites: Sites, tmp_path_factory: pytest.TempPathFactory) -> Referen
 CRAWL_FLAGS = ("-f", "json", "-n", "--max-concurrency", str(MAX_CONCURRENCY), "--max-retries", "0")
 
 
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "crawler.cli", *args]
 
 
-def clean_env() -> dict[str, str]:
-    """The environment without CRAWLER_* (module fixtures run before conftest cleans it)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("CRAWLER_")}
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        cli(*args),
-        cwd=cwd,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-    )
 
 
 def start_crawl(sites: Sites, db: str | Path, cwd: Path | None = None) -> subprocess.Popen[str]:

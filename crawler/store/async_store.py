@@ -89,10 +89,6 @@ class AsyncFrontier:
     async def put_robots(self, host: str, status: int | None, body: str, now: float) -> None:
         await self._run(hostdata.put_robots, self._conn, self.crawl_id, host, status, body, now)
 
-    async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run any function of the write connection on the writer thread."""
-        return await self._run(fn, self._conn)
-
     def close(self) -> None:
         """Stop the writer thread and close the connection."""
         self._executor.shutdown(wait=True)

@@ -1,0 +1,37 @@
+"""Running the ``crawler`` command line as a real subprocess, for tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+RUN_TIMEOUT_S = 60.0
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without CRAWLER_* (they would change the crawler's settings;
+    module fixtures run before conftest clears them)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("CRAWLER_")}
+
+
+def cli(*args: str | Path) -> list[str]:
+    """The command line of ``crawler ARGS`` with this interpreter."""
+    return [sys.executable, "-m", "crawler.cli", *map(str, args)]
+
+
+def run_cli(
+    *args: str | Path, cwd: Path, timeout: float = RUN_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
+    """Run ``crawler ARGS`` to its end (bounded), capturing its output."""
+    return subprocess.run(
+        cli(*args),
+        cwd=cwd,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
