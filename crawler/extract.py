@@ -3,8 +3,8 @@
 A pure function of the page's content, as lychee's extractor is: no URL
 resolution (that is ``urls.resolve``, given ``Extracted.base_href`` and the
 encoding from ``decode_html``), no I/O, no exceptions on hostile input. One
-Lexbor CSS pass visits every element that can carry a link, an anchor, a base
-or a robots directive, in document order.
+walk of the Lexbor tree visits every element that can carry a link, an
+anchor, a base or a robots directive, in document order.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ LINK_ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "embed": ("src",),
     "object": ("data",),
 }
-_SELECTOR = ", ".join([*LINK_ATTRIBUTES, "meta", "base", "style", "[id]", "[style]"])
 
 MAX_DEPTH = 512  # deeper nesting is flattened before parsing (Blink caps at 512 too)
 _DEPTH_CHECK_TAGS = 4096  # fewer tags than this parse fast at any depth
@@ -261,11 +260,18 @@ def extract_links(html: str) -> Extracted:
     anchors: set[str] = set()
     base_href: str | None = None
     nofollow = False
-    for node in _parser(html).css(_SELECTOR):
+    root = _parser(html).root
+    # One walk in document order; Lexbor's CSS matching costs more than this.
+    for node in root.traverse() if root is not None else ():
         attrs = node.attributes
+        tag = node.tag or ""
+        if not attrs:
+            if tag == "style":
+                css = node.text(deep=True) or ""
+                links.extend(RawLink(url, "style", "url") for url in extract_css_urls(css))
+            continue
         if anchor := attrs.get("id"):
             anchors.add(anchor)
-        tag = node.tag or ""
         if inline := attrs.get("style"):
             links.extend(RawLink(url, "style", "style") for url in extract_css_urls(inline))
         if (names := LINK_ATTRIBUTES.get(tag)) is not None:

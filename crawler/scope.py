@@ -99,8 +99,14 @@ class Scope:
                 result=ResultClass.BROKEN,
                 reason=f"invalid URL: {exc}",
             )
-        fragment = unquote(fragment)
-        host = urls.host_of(key)
+        return self._classify_key(key, fragment, urls.host_of(key), element=element, depth=depth)
+
+    def _classify_key(
+        self, key: str, fragment: str, host: str, *, element: str, depth: int
+    ) -> Discovered:
+        """``classify`` once the URL is a key: scope, filters and kind."""
+        if "%" in fragment:
+            fragment = unquote(fragment)
         in_scope = self.is_in_scope(key, host)
         refusal = self._refusal(key, host, in_scope)
         if refusal is not None:
@@ -135,22 +141,32 @@ class Scope:
     ) -> Discovered:
         """Resolve a link as found on a page and classify it, memoized where that is exact.
 
-        A root-relative link ("/about") depends only on the base's origin and
-        an absolute one on nothing of the base, so those are cached by that;
-        relative links ("../x") are resolved every time.
+        A root-relative link ("/about") depends only on the base's origin, a
+        path-relative one ("../x") on the base up to its last "/", an absolute
+        one on nothing of the base, so those are cached by that. Plain links
+        missing from the cache resolve by string slicing (``urls.resolve_key``).
         """
         within = "1" if self.max_depth is None or depth <= self.max_depth else "0"
         if raw[:1] == "/" and raw[1:2] not in ("/", "\\"):
             key: tuple[str, ...] | None = (raw, _origin(base), encoding, element, within)
         elif raw.startswith(("http://", "https://")):
             key = (raw, "", encoding, element, within)
+        elif raw[:1] not in ("#", "?", ""):
+            # A path-relative link depends on the base only up to its last "/".
+            key = (raw, base[: base.rfind("/") + 1], encoding, element, within)
         else:
             key = None
         if key is not None:
             found = self._memo.get(key)
             if found is not None:
                 return found
-        found = self.classify(resolve_link(raw, base, encoding), element=element, depth=depth)
+        plain = urls.resolve_key(raw, base) if urls.is_key(base) else None
+        if plain is not None:
+            found = self._classify_key(
+                plain[0], plain[1], urls.host_of(base), element=element, depth=depth
+            )
+        else:
+            found = self.classify(resolve_link(raw, base, encoding), element=element, depth=depth)
         if key is not None:
             if len(self._memo) >= MEMO_SIZE:
                 del self._memo[next(iter(self._memo))]

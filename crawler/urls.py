@@ -493,3 +493,60 @@ def scheme_of(url: str) -> str:
 def is_http(url: str) -> bool:
     """Whether a URL is http or https, the only schemes the crawler requests."""
     return scheme_of(url) in DEFAULT_PORTS
+
+
+# A relative reference made only of characters a key keeps as they are: no
+# scheme (no ":" before the fragment), no query, no escapes, no backslash.
+_PLAIN_REF = re.compile(
+    r"([A-Za-z0-9\-._~!$&'()*+,;=@/]*)(?:#([A-Za-z0-9\-._~!$&'()*+,;=:@/?]*))?\Z"
+)
+
+
+def resolve_key(raw: str, base_key: str) -> tuple[str, str] | None:
+    """``normalize(resolve(raw, base_key))`` for the common plain links, else None.
+
+    Most links on a page are plain relative paths ("../3/3016.html",
+    "/about", "#top"). Against a base that is already a key they resolve by
+    string slicing alone; everything else (escapes, queries, other schemes,
+    "//host" references) returns None and takes the full WHATWG path. The
+    result is exactly what the full path gives (a property test holds it).
+    """
+    match = _PLAIN_REF.match(raw)
+    if match is None:
+        return None
+    path, fragment = match.group(1), match.group(2) or ""
+    if not path:
+        return (base_key, fragment) if match.group(2) is not None else None
+    if path[:2] == "//":
+        return None
+    start = base_key.find("/", base_key.find("://") + 3)
+    if start < 0:
+        return None
+    if path[0] == "/":
+        segments: list[str] = []
+        path = path[1:]
+    else:
+        segments = base_key[start + 1 :].partition("?")[0].split("/")[:-1]
+    parts = path.split("/")
+    last = len(parts) - 1
+    for i, segment in enumerate(parts):
+        if segment == "..":
+            if segments:
+                segments.pop()
+            if i == last:
+                segments.append("")
+        elif segment == ".":
+            if i == last:
+                segments.append("")
+        else:
+            segments.append(segment)
+    return base_key[:start] + "/" + "/".join(segments), fragment
+
+
+@functools.lru_cache(maxsize=256)
+def is_key(url: str) -> bool:
+    """Whether ``url`` is a dedup key already (normalizes to itself, no fragment)."""
+    try:
+        return normalize(url) == (url, "")
+    except InvalidURLError:
+        return False

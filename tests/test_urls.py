@@ -14,6 +14,7 @@ from crawler.urls import (
     is_http,
     normalize,
     resolve,
+    resolve_key,
     scheme_of,
 )
 
@@ -460,3 +461,55 @@ def test_urlish_text_resolves_to_stable_keys(prefix: str, text: str, encoding: s
         return
     assert _normalize_slow(key) == (key, "")
     assert normalize(key + "#" + fragment) == (key, fragment)
+
+
+_PLAIN_SEGMENT = st.sampled_from(
+    ["", ".", "..", "a", "b.html", "..x", ".x", "x~y", "(p)", "q=1&r", "@"]
+)
+_BASES = st.sampled_from(
+    [
+        "http://example.com/",
+        "http://example.com/a/b/c.html",
+        "https://example.com:8443/a/",
+        "http://127.0.0.1:8080/p/3/3049.html",
+        "http://example.com/a/b?x=1",
+        "http://user@example.com/dir/page",
+    ]
+)
+
+
+@given(
+    st.lists(_PLAIN_SEGMENT, min_size=0, max_size=6),
+    st.sampled_from(["", "/", "//"]),
+    st.one_of(st.none(), st.sampled_from(["", "top", "s1", "a:b/c?d"])),
+    _BASES,
+)
+def test_resolve_key_agrees_with_resolve_then_normalize(
+    segments: list[str], lead: str, fragment: str | None, base: str
+) -> None:
+    raw = lead + "/".join(segments) + ("" if fragment is None else "#" + fragment)
+    fast = resolve_key(raw, base)
+    if fast is None:
+        return
+    assert fast == normalize(resolve(raw, base))
+
+
+@pytest.mark.parametrize(
+    ("raw", "handled"),
+    [
+        ("../3/3016.html", True),
+        ("/about", True),
+        ("#top", True),
+        ("//other.example/x", False),
+        ("a%20b", False),
+        ("x?q=1", False),
+        ("mailto:a@b", False),
+        ("a\\b", False),
+        ("", False),
+    ],
+)
+def test_resolve_key_takes_only_plain_links(raw: str, handled: bool) -> None:
+    fast = resolve_key(raw, "http://example.com/a/b.html")
+    assert (fast is not None) == handled
+    if fast is not None:
+        assert fast == normalize(resolve(raw, "http://example.com/a/b.html"))
