@@ -190,7 +190,9 @@ async def _run(run: RunOptions, job: runner.CrawlJob) -> tuple[bool, int | None]
     if not run.no_progress and console.is_terminal:
         shower = asyncio.create_task(progress.show(job, console))
     try:
-        finished = await job.run(shutdown_timeout_s=run.shutdown_timeout_s)
+        finished = await job.run(
+            shutdown_timeout_s=run.shutdown_timeout_s, parse_helpers=run.helper_processes()
+        )
     finally:
         if shower is not None:
             shower.cancel()

@@ -10,6 +10,7 @@ field names here (see ``crawler.options``), so a setting is declared once.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from typing import Literal
 
@@ -159,4 +160,11 @@ class RunOptions(BaseModel):
     log_format: Literal["console", "json"] = "console"
     durability: Durability = "normal"
     workers: int = Field(default=1, ge=1, le=64)
+    parse_helpers: int | None = Field(default=None, ge=0, le=64)
     shutdown_timeout_s: float = Field(default=DEFAULT_SHUTDOWN_TIMEOUT_S, ge=0, le=3600)
+
+    def helper_processes(self) -> int:
+        """Parse helpers to start: as given, else one when this process has a core to spare."""
+        if self.parse_helpers is not None:
+            return self.parse_helpers
+        return 1 if self.workers == 1 and (os.cpu_count() or 1) >= 2 else 0

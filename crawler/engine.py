@@ -26,9 +26,10 @@ import structlog
 
 from crawler import politeness_pg
 from crawler.config import CrawlSettings
-from crawler.fetch import Fetcher
+from crawler.fetch import Fetched, Fetcher
 from crawler.models import LeasedUrl, Outcome, Result, ResultClass, UrlKind
-from crawler.outcome import Policy, build_outcome, retry_delay_for
+from crawler.outcome import Parsed, Policy, build_outcome, retry_delay_for, wants_parse
+from crawler.parse_pool import ParsePool
 from crawler.robots import Robots
 from crawler.scope import Scope
 from crawler.store.base import FrontierStore
@@ -44,6 +45,9 @@ IDLE_POLL_S = 1.0
 WAL_LIMIT_BYTES = 64 * 1024 * 1024  # the WAL stays under this, readers or not
 WAL_CHECK_EVERY_S = 1.0
 WAL_STALL_POLL_S = 0.25
+# Parse helpers start once this many pages were parsed here: a small crawl
+# is over before a helper would have paid for its start (~0.3 s, ~25 MB).
+PARSE_HELPERS_AFTER_PAGES = 1000
 
 
 @dataclass(slots=True)
@@ -72,6 +76,7 @@ class Engine:
         *,
         owner: str | None = None,
         shutdown_timeout_s: float = 10.0,
+        parse_helpers: int = 0,
     ) -> None:
         self._frontier = frontier
         self._fetcher = fetcher
@@ -98,7 +103,12 @@ class Engine:
         self._draining = False
         self._shutdown_timeout_s = shutdown_timeout_s
         self._frontier_dry = False
+        self._leasing: asyncio.Task[None] | None = None
         self._fatal: BaseException | None = None
+        self._parse_helpers = parse_helpers
+        self._parsed_here = 0
+        self._parse_pool: ParsePool | None = None
+        self._parse_pool_start: asyncio.Task[None] | None = None
         self.stats = RunStats(started_at=time.monotonic())
 
     # -- public --------------------------------------------------------------
@@ -143,8 +153,11 @@ class Engine:
         # busy, few enough that other workers on the same crawl find work too.
         batch = min(self._settings.lease_batch, 2 * self._settings.max_concurrency)
         while not self._stopping and self._fatal is None:
-            if self._buffered <= batch // 2 and not self._frontier_dry:
-                await self._lease(batch - self._buffered)
+            if self._leasing is None and self._buffered <= batch // 2 and not self._frontier_dry:
+                # In the background: the lease waits behind a group commit on the
+                # writer thread, and the rows already leased keep being dispatched.
+                self._leasing = asyncio.create_task(self._lease(batch - self._buffered))
+                self._leasing.add_done_callback(self._on_leased)
             self._dispatch()
             if self._is_idle():
                 if await self._frontier.finish_if_quiescent(time.time()):
@@ -166,6 +179,12 @@ class Engine:
                 queue = self._ready[row.host] = deque()
             queue.append(row)
         self._buffered += len(leased)
+
+    def _on_leased(self, task: asyncio.Task[None]) -> None:
+        self._leasing = None
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            self._fatal = exc
+        self._wake.set()
 
     def _host_limits(self, host: str) -> tuple[int, float]:
         """(concurrency, minimum interval) for ``host``: settings, per-host, Crawl-delay."""
@@ -223,7 +242,8 @@ class Engine:
 
     def _is_idle(self) -> bool:
         return (
-            self._buffered == 0
+            self._leasing is None
+            and self._buffered == 0
             and not self._running
             and not self._outcomes
             and self._committing == 0
@@ -269,7 +289,8 @@ class Engine:
                 delay = retry_delay_for(row, fetched, self._policy)
                 if delay:
                     self._gate.pause(row.host, delay)  # the whole host waits, not this URL
-            return build_outcome(row, fetched, self._scope, self._policy, time.time())
+            parsed = await self._parse_elsewhere(row, fetched) if wants_parse(fetched) else None
+            return build_outcome(row, fetched, self._scope, self._policy, time.time(), parsed)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug must cost one URL, not the crawl
@@ -282,6 +303,25 @@ class Engine:
                     error=f"internal error: {type(exc).__name__}: {exc}",
                 ),
             )
+
+    async def _parse_elsewhere(self, row: LeasedUrl, fetched: Fetched) -> Parsed | None:
+        """A helper process's parse of this body; None to parse it here."""
+        pool = self._parse_pool
+        if pool is not None and pool.alive:
+            return await pool.parse(row, fetched)
+        self._parsed_here += 1
+        if (
+            self._parse_helpers > 0
+            and self._parse_pool_start is None
+            and self._parsed_here >= PARSE_HELPERS_AFTER_PAGES
+        ):
+            self._parse_pool_start = asyncio.create_task(self._start_parse_pool())
+        return None
+
+    async def _start_parse_pool(self) -> None:
+        pool = ParsePool(self._scope, self._policy.include_fragments, self._parse_helpers)
+        await pool.start()
+        self._parse_pool = pool
 
     # -- background loops ----------------------------------------------------
 
@@ -360,6 +400,8 @@ class Engine:
         renewer.cancel()
         if self._timer is not None:
             self._timer.cancel()
+        if self._leasing is not None:  # its rows must be leased before they are released
+            await asyncio.gather(self._leasing, return_exceptions=True)
         if self._running:
             _, still_running = await asyncio.wait(
                 set(self._running), timeout=self._shutdown_timeout_s
@@ -374,6 +416,10 @@ class Engine:
         await asyncio.gather(renewer, return_exceptions=True)
         self._ready.clear()
         self._buffered = 0
+        if self._parse_pool_start is not None:
+            await asyncio.gather(self._parse_pool_start, return_exceptions=True)
+        if self._parse_pool is not None:
+            await self._parse_pool.close()
         await politeness_pg.close_gate(self._gate)
         if self._fatal is None:
             await self._frontier.release(self.owner)

@@ -27,7 +27,8 @@ from crawler import cookies, localsite
 from crawler.config import CrawlSettings
 from crawler.errors import FailureKind
 from crawler.fetch_types import Fetched
-from crawler.netguard import PrivateAddressError, PublicOnlyResolver, parse_networks
+from crawler.netguard import PrivateAddressError, parse_networks
+from crawler.resolver import PublicOnlyResolver
 
 __all__ = ["Fetched", "Fetcher", "classify_exception"]
 

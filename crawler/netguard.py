@@ -1,18 +1,15 @@
 """``--exclude-all-private``: never connect to private, loopback or link-local addresses.
 
 Checked after DNS resolution, so a public name that points at an internal
-address is caught as well as an IP literal. The resolver wraps aiohttp's own;
-an IP literal never reaches a resolver, so ``scope`` checks literals itself
-with ``is_private_host``.
+address is caught as well as an IP literal: ``crawler.resolver`` wraps
+aiohttp's resolver with these checks; an IP literal never reaches a resolver,
+so ``scope`` checks literals itself with ``is_private_host``. No aiohttp
+here: the parse helpers import this module.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import socket
-
-from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import DefaultResolver
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Allowed = tuple[Network, ...]
@@ -57,23 +54,3 @@ def is_private_host(host: str, allowed: Allowed = ()) -> bool:
     elif name.count(":") == 1:
         name = name.rsplit(":", 1)[0]
     return is_private_address(name, allowed)
-
-
-class PublicOnlyResolver(AbstractResolver):
-    """Resolves as usual, then refuses names with any non-public address."""
-
-    def __init__(self, allowed: Allowed = ()) -> None:
-        self._inner = DefaultResolver()
-        self._allowed = allowed
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        results = await self._inner.resolve(host, port, family)
-        for result in results:
-            if is_private_address(str(result["host"]), self._allowed):
-                raise PrivateAddressError(f"{host} resolves to {result['host']}, a private address")
-        return results
-
-    async def close(self) -> None:
-        await self._inner.close()

@@ -76,6 +76,15 @@ OPTIONS: tuple[Option, ...] = (
         type=int,
     ),
     Option(
+        "parse_helpers",
+        ("--parse-helpers",),
+        "processes that parse pages beside the one fetching them; default: one on 2+ "
+        "cores with --workers 1, started after 1,000 pages",
+        "run",
+        metavar="N",
+        type=int,
+    ),
+    Option(
         "shutdown_timeout_s",
         ("--shutdown-timeout",),
         "on SIGINT/SIGTERM, how long in-flight requests may finish",

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from crawler import extract
-from crawler.config import CrawlSettings
 from crawler.errors import FailureKind
 from crawler.fetch_types import Fetched
 from crawler.models import Discovered, Extracted, LeasedUrl, Outcome, Result, ResultClass, UrlKind
 from crawler.retry import retry_delay
 from crawler.scope import Scope, resolve_link
 from crawler.status import is_bot_wall, parse_accept
+
+if TYPE_CHECKING:
+    from crawler.config import CrawlSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +48,59 @@ class Policy:
         )
 
 
+@dataclass(slots=True)
+class Parsed:
+    """What parsing a body found: links to record and, when fragments are checked, anchors."""
+
+    children: list[Discovered]
+    anchors: frozenset[str] | None = None
+
+
+def wants_parse(fetched: Fetched) -> bool:
+    """Whether ``build_outcome`` may parse this response's body (HTML or CSS, 2xx)."""
+    return (
+        fetched.failure is None
+        and fetched.body is not None
+        and 200 <= (fetched.status or 0) < 300
+        and (fetched.is_html or fetched.is_css)
+    )
+
+
+def parse_body(
+    leased: LeasedUrl, fetched: Fetched, scope: Scope, include_fragments: bool
+) -> Parsed:
+    """The links (and anchors) of a fetched body: an HTML page, or an in-scope stylesheet.
+
+    Pure and picklable in and out, so a helper process can run it
+    (``crawler.parse_pool``); ``build_outcome`` runs it inline otherwise.
+    """
+    parsed = Parsed([])
+    if fetched.body is None:
+        return parsed
+    if fetched.is_css and leased.kind == UrlKind.PAGE:
+        parsed.children = css_children(leased, fetched, scope)
+    elif fetched.is_html:
+        text, encoding = extract.decode_html(fetched.body, fetched.content_type)
+        extracted = extract.extract_links(text)
+        if include_fragments:
+            parsed.anchors = extracted.anchors
+        if leased.kind == UrlKind.PAGE:
+            parsed.children = page_children(leased, extracted, encoding, fetched, scope)
+    return parsed
+
+
 def build_outcome(
-    leased: LeasedUrl, fetched: Fetched, scope: Scope, policy: Policy, now: float
+    leased: LeasedUrl,
+    fetched: Fetched,
+    scope: Scope,
+    policy: Policy,
+    now: float,
+    parsed: Parsed | None = None,
 ) -> Outcome:
-    """Turn a response into what the frontier should record for this URL."""
+    """Turn a response into what the frontier should record for this URL.
+
+    ``parsed`` is ``parse_body``'s answer when it was computed elsewhere.
+    """
     delay = retry_delay_for(leased, fetched, policy)
     if delay is not None:
         return Outcome(leased=leased, result=None, retry_at=now + delay)
@@ -61,15 +113,10 @@ def build_outcome(
     outcome = Outcome(leased=leased, result=result)
     if result.result_class != ResultClass.OK or fetched.body is None or not 200 <= status < 300:
         return outcome
-    if fetched.is_css and leased.kind == UrlKind.PAGE:
-        outcome.children = css_children(leased, fetched, scope)
-    elif fetched.is_html:
-        text, encoding = extract.decode_html(fetched.body, fetched.content_type)
-        extracted = extract.extract_links(text)
-        if policy.include_fragments:
-            outcome.anchors = extracted.anchors
-        if leased.kind == UrlKind.PAGE:
-            outcome.children = page_children(leased, extracted, encoding, fetched, scope)
+    if parsed is None:
+        parsed = parse_body(leased, fetched, scope, policy.include_fragments)
+    outcome.children = parsed.children
+    outcome.anchors = parsed.anchors
     if fetched.truncated:  # the links of the part read are still followed
         result.result_class = ResultClass.BROKEN
         result.error_kind = str(FailureKind.BODY_TOO_LARGE)

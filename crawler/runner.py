@@ -50,7 +50,7 @@ class CrawlJob:
         if self.engine is not None:
             self.engine.stop()
 
-    async def run(self, *, shutdown_timeout_s: float = 10.0) -> bool:
+    async def run(self, *, shutdown_timeout_s: float = 10.0, parse_helpers: int = 0) -> bool:
         """Crawl until finished (True) or stopped (False); records active time."""
         started = time.monotonic()
         try:
@@ -67,6 +67,7 @@ class CrawlJob:
                     self.scope,
                     self.settings,
                     shutdown_timeout_s=shutdown_timeout_s,
+                    parse_helpers=parse_helpers,
                 )
                 return await self.engine.run()
         finally:

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from crawler import urls
-from crawler.config import CrawlSettings
 from crawler.errors import InvalidURLError
 from crawler.models import Discovered, ResultClass, UrlKind
 from crawler.netguard import Allowed, is_private_host, parse_networks
+
+if TYPE_CHECKING:
+    from crawler.config import CrawlSettings
 
 # Elements whose target is a document a person navigates to (or an in-scope
 # stylesheet, parsed for its url() references): crawled when in scope.
@@ -169,7 +172,9 @@ class Scope:
             found = self.classify(resolve_link(raw, base, encoding), element=element, depth=depth)
         if key is not None:
             if len(self._memo) >= MEMO_SIZE:
-                del self._memo[next(iter(self._memo))]
+                # Emptied, not trimmed: deleting a dict's oldest keys one by one
+                # makes each next(iter()) skip all the holes left before it.
+                self._memo.clear()
             self._memo[key] = found
         return found
 

@@ -41,6 +41,8 @@ def spawn(run: RunOptions, crawl_id: int, count: int) -> list[subprocess.Popen[b
         run.durability,
         "--shutdown-timeout",
         str(run.shutdown_timeout_s),
+        "--parse-helpers",
+        str(run.helper_processes()),
     ]
     procs = [subprocess.Popen(command, stdout=subprocess.DEVNULL) for _ in range(count)]  # noqa: S603 - our own command line
     log.info("workers_started", count=count, pids=[p.pid for p in procs])
