@@ -16,12 +16,14 @@ from crawler.store import open as store_open
 CRAWL_BOUND_S = 60.0
 
 
-async def crawl(db: str | Path, seeds: list[str], **settings: Any) -> report.ReportData:
+async def crawl(
+    db: str | Path, seeds: list[str], *, parse_helpers: int = 0, **settings: Any
+) -> report.ReportData:
     """Crawl to the end (bounded in time) and return the report data."""
     settings.setdefault("max_retries", 0)
     job = runner.start(db, seeds, CrawlSettings(**settings))
     try:
-        finished = await asyncio.wait_for(job.run(), CRAWL_BOUND_S)
+        finished = await asyncio.wait_for(job.run(parse_helpers=parse_helpers), CRAWL_BOUND_S)
     finally:
         job.close()
     assert finished, "the crawl did not finish"

@@ -1,0 +1,117 @@
+"""Parse helper processes: same links as parsing in-process, and losing one loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from crawler import engine
+from crawler.config import CrawlSettings
+from crawler.fetch_types import Fetched
+from crawler.models import LeasedUrl, UrlKind
+from crawler.outcome import parse_body
+from crawler.parse_pool import ParsePool
+from crawler.scope import Scope
+
+from crawlkit import comparable, crawl
+from sitekit import Page, page_html
+
+BOUND_S = 30.0
+BASE = "http://127.0.0.1:8000/docs/a/page.html"
+
+
+def _row(url: str = BASE) -> LeasedUrl:
+    return LeasedUrl(id=1, url=url, host="127.0.0.1:8000", kind=UrlKind.PAGE, depth=2, hop=0,
+                     attempts=0)  # fmt: skip
+
+
+def _page(links: list[str]) -> Fetched:
+    body = page_html(links=links, assets=["/s.css", "img/x.png"]).encode()
+    return Fetched(method="GET", status=200, content_type="text/html; charset=utf-8", body=body)
+
+
+@pytest.fixture
+async def pool():
+    scope = Scope.build(CrawlSettings(), ["http://127.0.0.1:8000/docs/"])
+    started = ParsePool(scope, include_fragments=True, processes=1)
+    await asyncio.wait_for(started.start(), BOUND_S)
+    yield started, scope
+    await asyncio.wait_for(started.close(), BOUND_S)
+
+
+async def test_helper_finds_what_the_crawler_would(pool) -> None:
+    helpers, scope = pool
+    links = ["../b/x.html#s1", "/docs/", "mailto:a@b.c", "http://other.test/%7Ey?q=é", "#top"]
+    fetched = _page(links)
+    expected = parse_body(_row(), fetched, scope, include_fragments=True)
+    got = await asyncio.wait_for(helpers.parse(_row(), fetched), BOUND_S)
+    assert got is not None
+    assert got.children == expected.children
+    assert got.anchors == expected.anchors
+    assert {c.url for c in got.children} >= {"http://127.0.0.1:8000/docs/b/x.html"}
+
+
+async def test_a_lost_helper_hands_every_page_back(pool) -> None:
+    helpers, _ = pool
+    pending = [asyncio.ensure_future(helpers.parse(_row(), _page([f"/p{i}"]))) for i in range(50)]
+    helpers._helpers[0].process.kill()
+    results = await asyncio.wait_for(asyncio.gather(*pending), BOUND_S)
+    # Whatever the helper answered before it died is right; the rest come back None.
+    assert all(r is None or r.children for r in results)
+    assert await asyncio.wait_for(helpers.parse(_row(), _page(["/late"])), BOUND_S) is None
+    assert not helpers.alive
+
+
+async def test_crawl_with_a_helper_reports_what_one_without_does(
+    site_server, tmp_path, monkeypatch
+) -> None:
+    site = {"/": Page(links=[f"/p{i}" for i in range(30)] + ["/gone", "mailto:x@y.z"])}
+    for i in range(30):
+        site[f"/p{i}"] = Page(links=[f"/p{(i * 7) % 30}", f"/q{i % 3}.png", "/gone#x"])
+    server = await site_server(site)
+    monkeypatch.setattr(engine, "PARSE_HELPERS_AFTER_PAGES", 5)
+    answered = []
+    parse = ParsePool.parse
+
+    async def counting(self: ParsePool, leased: LeasedUrl, fetched: Fetched):  # type: ignore[no-untyped-def]
+        parsed = await parse(self, leased, fetched)
+        answered.append(parsed is not None)
+        return parsed
+
+    monkeypatch.setattr(ParsePool, "parse", counting)
+    inline = await crawl(tmp_path / "inline.db", [server.url("/")])
+    assert not answered
+    helped = await crawl(tmp_path / "helped.db", [server.url("/")], parse_helpers=1)
+    assert comparable(helped) == comparable(inline)
+    assert sum(answered) >= 10  # the helper parsed most pages after the first five
+    assert server.url("/gone") in {b.url for b in helped.broken}
+
+
+def test_helper_exits_when_its_crawler_is_gone() -> None:
+    """A SIGKILLed crawler closes the helper's stdin; the helper must not linger."""
+    import pickle
+    import subprocess
+    import sys
+
+    from crawler import parse_child
+
+    scope = Scope.build(CrawlSettings(), ["http://127.0.0.1:8000/"])
+    child = subprocess.Popen(
+        [sys.executable, "-m", "crawler.parse_child"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    child.stdin.write(parse_child.encode((scope, False)))
+    child.stdin.write(parse_child.encode((7, _row(), "text/html", None, b"<a href=x>")))
+    child.stdin.flush()
+    header = child.stdout.read(parse_child.FRAME.size)
+    (size,) = parse_child.FRAME.unpack(header)
+    request_id, children, _, error = pickle.loads(child.stdout.read(size))  # noqa: S301
+    assert (request_id, error) == (7, None)
+    assert [c[0] for c in children] == ["http://127.0.0.1:8000/docs/a/x"]
+    child.stdin.close()
+    assert child.wait(timeout=BOUND_S) == 0
+    child.stdout.close()
