@@ -18,6 +18,7 @@ from crawler.store.frontier import Frontier
 
 T0 = 1_000_000.0
 VIEWS = {
+    "link",
     "url_result",
     "redirect_chain",
     "resolved",
@@ -26,7 +27,7 @@ VIEWS = {
     "slowest",
     "host_summary",
 }
-TABLES = {"crawl", "host", "url", "result", "link", "worker", "_migrations"}
+TABLES = {"crawl", "host", "url", "result", "link_open", "link_settled", "worker", "_migrations"}
 
 
 @contextlib.contextmanager

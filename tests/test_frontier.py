@@ -841,3 +841,54 @@ def test_kind_upgrade_does_not_count_against_max_urls(conn: sqlite3.Connection) 
     assert resumed.complete("w1", [outcome(q, children=children)], T0) == [True]
     assert rows(conn)[u("x")].kind == UrlKind.PAGE
     assert sorted(rows(conn)) == [u("p"), u("q"), u("x"), u("y")]
+
+
+def _link_tables(conn: sqlite3.Connection) -> dict[str, set[tuple[str, str, str]]]:
+    """(source url, target url, fragment) per link table."""
+    return {
+        table: set(
+            conn.execute(
+                f"SELECT s.url, t.url, l.fragment FROM {table} l "
+                "JOIN url s ON s.id = l.source_id JOIN url t ON t.id = l.target_id"
+            ).fetchall()
+        )
+        for table in ("link_open", "link_settled")
+    }
+
+
+def test_links_to_pages_crawled_ok_are_settled_the_rest_stay_open(
+    conn: sqlite3.Connection,
+) -> None:
+    f = new_frontier(conn)
+    f.enqueue([disc(u("")), disc(u("bad"))], T0)
+    first = f.lease("w1", 10, TTL, T0)
+    by_url = {row.url: row for row in first}
+    # "" is crawled OK (a page, settled); "bad" is a page answered 404 (not settled).
+    assert all(f.complete("w1", [outcome(by_url[u("")]), outcome(by_url[u("bad")], BROKEN)], T0))
+    f.enqueue([disc(u("next"))], T0)
+    (nxt,) = f.lease("w1", 10, TTL, T0)
+    children = [
+        disc(u("")),  # settled page
+        disc(u(""), fragment="top"),  # a fragment is checked against the page: open
+        disc(u("bad")),  # broken page: open
+        disc(u("img.png"), UrlKind.CHECK, element="img"),  # not crawled yet: open
+    ]
+    assert f.complete("w1", [outcome(nxt, children=children)], T0) == [True]
+    tables = _link_tables(conn)
+    assert tables["link_settled"] == {(u("next"), u(""), "")}
+    assert tables["link_open"] == {
+        (u("next"), u(""), "top"),
+        (u("next"), u("bad"), ""),
+        (u("next"), u("img.png"), ""),
+    }
+    # The `link` view holds every link; reports read only link_open.
+    assert {(s, t, fr) for s, t, _, fr in links(conn)} == tables["link_open"] | tables[
+        "link_settled"
+    ]
+    assert {r["source"] for r in view(conn, "broken_links", f.crawl_id)} == {u("next")}
+    # A second writer (no cache) learns "settled" from the row itself.
+    again = Frontier(conn, f.crawl_id)
+    again.enqueue([disc(u("other"))], T0)
+    (other,) = [row for row in again.lease("w2", 10, TTL, T0) if row.url == u("other")]
+    assert again.complete("w2", [outcome(other, children=[disc(u(""))])], T0) == [True]
+    assert (u("other"), u(""), "") in _link_tables(conn)["link_settled"]

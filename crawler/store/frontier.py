@@ -26,7 +26,15 @@ import sqlite3
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
-from crawler.models import Counts, Discovered, LeasedUrl, Outcome, UrlKind, UrlState
+from crawler.models import (
+    Counts,
+    Discovered,
+    LeasedUrl,
+    Outcome,
+    ResultClass,
+    UrlKind,
+    UrlState,
+)
 from crawler.store import liveness
 from crawler.store.db import WRITER_BUSY_TIMEOUT_MS, atomic
 
@@ -39,7 +47,7 @@ _INSERT = """
 INSERT INTO url (crawl_id, url, host_id, kind, depth, hop, state)
 VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (crawl_id, url) DO NOTHING
-RETURNING id, kind
+RETURNING id, kind, settled
 """
 
 # A URL found again with a stronger kind is upgraded (a separate statement, so
@@ -48,7 +56,7 @@ _UPGRADE = """
 UPDATE url SET kind = ?1, depth = MIN(depth, ?2),
     state = CASE WHEN state = 2 THEN 0 ELSE state END
 WHERE crawl_id = ?3 AND url = ?4 AND kind >= 1 AND kind < ?1
-RETURNING id, kind
+RETURNING id, kind, settled
 """
 
 _LEASE = """
@@ -70,6 +78,12 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 
+# What the writer remembers of a URL: (id, kind, settled). "Settled" means a
+# page crawled with an OK result: never fetched again, never reported, so
+# links to it go to the append-friendly link_settled table.
+Known = tuple[int, int, int]
+
+
 class Frontier:
     """Frontier, visited set and quiescence of one crawl (see module docstring)."""
 
@@ -85,7 +99,7 @@ class Frontier:
         self._conn = conn
         self.crawl_id = crawl_id
         self._max_urls = max_urls
-        self._seen: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self._seen: OrderedDict[str, Known] = OrderedDict()
         self._seen_cap = seen_cache_size
         self._host_ids: OrderedDict[str, int] = OrderedDict()
         self._host_names: dict[int, str] = {}
@@ -284,26 +298,36 @@ class Frontier:
             )
             return cur.rowcount == 1
         # A row upgraded from check to page while we held it goes back to pending.
+        settles = leased.kind == UrlKind.PAGE and outcome.result.result_class == ResultClass.OK
         cur = self._conn.execute(
-            "UPDATE url SET state = CASE WHEN kind = ? THEN 2 ELSE 0 END, "
+            "UPDATE url SET state = CASE WHEN kind = ?1 THEN 2 ELSE 0 END, "
+            "settled = (kind = ?1 AND ?2), "
             "lease_owner = NULL, lease_expires_at = NULL, attempts = attempts + 1 "
-            "WHERE id = ? AND state = 1 AND lease_owner = ?",
-            (int(leased.kind), leased.id, owner),
+            "WHERE id = ?3 AND state = 1 AND lease_owner = ?4",
+            (int(leased.kind), settles, leased.id, owner),
         )
         if cur.rowcount != 1:
             return False
+        if settles and (known := self._seen.get(leased.url)) is not None:
+            self._seen[leased.url] = (known[0], known[1], 1)
         edges: list[tuple[int, int, str, str]] = []
+        settled_edges: list[tuple[int, int, str]] = []
         redirect_id = None
         if outcome.redirect_to is not None:
-            redirect_id = self._upsert(
+            redirect = self._upsert(
                 outcome.redirect_to, depth=leased.depth, hop=leased.hop + 1, now=now
             )
-            if redirect_id is not None:
+            if redirect is not None:
+                redirect_id = redirect[0]
                 edges.append((redirect_id, leased.id, "", "redirect"))
         for child in outcome.children:
             target = self._upsert(child, depth=leased.depth + 1, hop=0, now=now)
-            if target is not None:
-                edges.append((target, leased.id, child.fragment, child.element))
+            if target is None:
+                continue
+            if target[2] and not child.fragment:
+                settled_edges.append((leased.id, target[0], child.element))
+            else:
+                edges.append((target[0], leased.id, child.fragment, child.element))
         if outcome.anchors is not None:
             self._conn.executemany(
                 "INSERT OR IGNORE INTO anchor (url_id, name) VALUES (?, ?)",
@@ -311,9 +335,15 @@ class Frontier:
             )
         if edges:
             self._conn.executemany(
-                "INSERT OR IGNORE INTO link (target_id, source_id, fragment, element) "
+                "INSERT OR IGNORE INTO link_open (target_id, source_id, fragment, element) "
                 "VALUES (?, ?, ?, ?)",
                 edges,
+            )
+        if settled_edges:
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO link_settled (source_id, target_id, element) "
+                "VALUES (?, ?, ?)",
+                settled_edges,
             )
         result = outcome.result
         self._conn.execute(
@@ -333,14 +363,15 @@ class Frontier:
         )
         return True
 
-    def _upsert(self, item: Discovered, *, depth: int, hop: int, now: float) -> int | None:
-        """Insert or find a URL row; return its id, or None past ``max_urls``."""
+    def _upsert(self, item: Discovered, *, depth: int, hop: int, now: float) -> Known | None:
+        """Insert or find a URL row; return (id, kind, settled), or None past ``max_urls``."""
         cached = self._seen.get(item.url)
         if cached is not None and cached[1] >= item.kind:
             self._seen.move_to_end(item.url)
-            return cached[0]
+            return cached
         if self._max_urls is not None and self._count_urls() >= self._max_urls:
-            return self._existing_id(item.url)
+            existing = self._existing_id(item.url)
+            return None if existing is None else (existing, int(item.kind), 0)
         host_id = self._host_id(item.host) if item.host else None
         state = UrlState.DONE if item.kind == UrlKind.SKIP else UrlState.PENDING
         row = self._conn.execute(
@@ -348,7 +379,7 @@ class Frontier:
             (self.crawl_id, item.url, host_id, int(item.kind), depth, hop, int(state)),
         ).fetchone()
         if row is not None:
-            url_id, kind = row
+            url_id, kind, settled = row
             self._bump_count()
             if item.kind == UrlKind.CHECK and self._max_cache_age_s is not None:
                 self._reuse_earlier_result(url_id, item.url, now)
@@ -375,12 +406,11 @@ class Frontier:
                 ).fetchone()
             if row is None:
                 row = self._conn.execute(
-                    "SELECT id, kind FROM url WHERE crawl_id = ? AND url = ?",
+                    "SELECT id, kind, settled FROM url WHERE crawl_id = ? AND url = ?",
                     (self.crawl_id, item.url),
                 ).fetchone()
-            url_id, kind = row
-        self._remember(item.url, url_id, kind)
-        return int(url_id)
+            url_id, kind, settled = row
+        return self._remember(item.url, url_id, kind, settled)
 
     def _look_up_known(self, outcomes: Sequence[Outcome]) -> None:
         """Find the ids of a batch's links the cache misses, a few statements for all.
@@ -402,11 +432,11 @@ class Frontier:
         for start in range(0, len(keys), LOOKUP_CHUNK):
             chunk = keys[start : start + LOOKUP_CHUNK]
             marks = ",".join("?" * len(chunk))
-            for url, url_id, kind in self._conn.execute(
-                f"SELECT url, id, kind FROM url WHERE crawl_id = ? AND url IN ({marks})",
+            for url, url_id, kind, settled in self._conn.execute(
+                f"SELECT url, id, kind, settled FROM url WHERE crawl_id = ? AND url IN ({marks})",
                 (self.crawl_id, *chunk),
             ):
-                self._remember(url, url_id, kind)
+                self._remember(url, url_id, kind, settled)
 
     def _reuse_earlier_result(self, url_id: int, url: str, now: float) -> None:
         """``--max-cache-age``: a fine result from an earlier crawl completes the row."""
@@ -441,11 +471,12 @@ class Frontier:
         self._host_names.clear()
         self._url_count = None
 
-    def _remember(self, url: str, url_id: int, kind: int) -> None:
-        self._seen[url] = (url_id, kind)
+    def _remember(self, url: str, url_id: int, kind: int, settled: int) -> Known:
+        known = self._seen[url] = (url_id, kind, settled)
         self._seen.move_to_end(url)
         if len(self._seen) > self._seen_cap:
             self._seen.popitem(last=False)
+        return known
 
     def _existing_id(self, url: str) -> int | None:
         row = self._conn.execute(
