@@ -892,3 +892,42 @@ def test_links_to_pages_crawled_ok_are_settled_the_rest_stay_open(
     (other,) = [row for row in again.lease("w2", 10, TTL, T0) if row.url == u("other")]
     assert again.complete("w2", [outcome(other, children=[disc(u(""))])], T0) == [True]
     assert (u("other"), u(""), "") in _link_tables(conn)["link_settled"]
+
+
+def test_counters_kept_by_triggers_agree_with_a_scan(conn: sqlite3.Connection) -> None:
+    """crawl_count (summary's source) against counting every row, through every kind of write."""
+    from crawler.store import results
+
+    def both(crawl_id: int) -> tuple[results.Summary, results.Summary]:
+        kept = results.summary(conn, crawl_id)
+        conn.execute("SAVEPOINT scan")
+        conn.execute("DROP TABLE crawl_count")  # the summary falls back to a scan
+        scanned = results.summary(conn, crawl_id)
+        conn.execute("ROLLBACK TO scan")
+        conn.execute("RELEASE scan")
+        return kept, scanned
+
+    f = new_frontier(conn)
+    other = new_frontier(conn)  # a second crawl in the same file is counted apart
+    other.enqueue([disc(u(""))], T0)
+    drain(other, Plan())
+    f.enqueue([disc(u("")), disc("mailto:x@y.z", UrlKind.SKIP, result=ResultClass.SKIPPED)], T0)
+    plan = Plan(
+        results={u("gone"): BROKEN, u("x"): OK},
+        children={
+            u(""): [disc(u("x"), UrlKind.CHECK, element="img"), disc(u("gone")), disc(u("r"))],
+        },
+        redirects={u("r"): u("r2")},
+    )
+    drain(f, plan)
+    kept, scanned = both(f.crawl_id)
+    assert kept == scanned
+    assert (kept.pages, kept.skipped, kept.redirected, kept.broken) == (2, 1, 1, 1)
+    plan.results[u("x")] = BROKEN
+    f.enqueue([disc(u("x"))], T0)  # found as a page: fetched again, and now broken
+    drain(f, plan)
+    kept, scanned = both(f.crawl_id)
+    assert kept == scanned
+    assert kept.broken == 2
+    assert both(other.crawl_id)[0] == both(other.crawl_id)[1]
+    assert conn.execute("SELECT count(*) FROM crawl_count WHERE n < 0").fetchone()[0] == 0

@@ -70,11 +70,18 @@ WHERE id IN (
 RETURNING id, url, host_id, kind, depth, hop, attempts
 """
 
+# An upsert, not INSERT OR REPLACE: the counting triggers (crawl_count) see a
+# changed result as an update; REPLACE's delete would not fire them.
 _RESULT = """
-INSERT OR REPLACE INTO result
+INSERT INTO result
     (url_id, class, status, error_kind, error, redirect_to_id,
      content_type, bytes, elapsed_ms, checked_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (url_id) DO UPDATE SET
+    class = excluded.class, status = excluded.status, error_kind = excluded.error_kind,
+    error = excluded.error, redirect_to_id = excluded.redirect_to_id,
+    content_type = excluded.content_type, bytes = excluded.bytes,
+    elapsed_ms = excluded.elapsed_ms, checked_at = excluded.checked_at
 """
 
 

@@ -61,23 +61,41 @@ class BrokenLink:
 
 
 def summary(conn: sqlite3.Connection, crawl_id: int) -> Summary:
-    """Counts per class; one scan of the crawl's rows plus the redirect chains.
+    """Counts per class, read from ``crawl_count`` (kept by triggers) and the redirects.
 
-    A link to a missing #fragment counts as a broken link of its own (the page
-    itself is ok), so ``broken`` agrees with the lists of broken links.
+    No scan of the crawl's URLs: at a million pages that took seconds at the
+    end of every crawl. A link to a missing #fragment counts as a broken link
+    of its own (the page itself is ok), so ``broken`` agrees with the lists of
+    broken links.
     """
-    row = conn.execute(
-        "SELECT SUM(r.class = 'ok'), SUM(r.class = 'redirected'), SUM(r.class = 'broken'), "
-        "SUM(r.class = 'skipped'), SUM(r.class = 'excluded'), SUM(r.class = 'blocked'), "
-        f"SUM({_IS_PAGE}), SUM(u.state <> 2) "
-        "FROM url u LEFT JOIN result r ON r.url_id = u.id WHERE u.crawl_id = ?",
-        (crawl_id,),
-    ).fetchone()
-    ok, redirected, broken, skipped, excluded, blocked, pages, pending = (v or 0 for v in row)
-    # A redirect whose chain loops, is too long, or ends broken is broken.
+    if not _has(conn, "table", "crawl_count"):  # a database not migrated yet (read-only)
+        counts = _counts_by_scan(conn, crawl_id)
+    else:
+        counts = dict(
+            conn.execute("SELECT name, n FROM crawl_count WHERE crawl_id = ?", (crawl_id,))
+        )
+        counts["pending"] = conn.execute(
+            "SELECT (SELECT count(*) FROM url WHERE crawl_id = ?1 AND state = 0) "
+            "+ (SELECT count(*) FROM url WHERE crawl_id = ?1 AND state = 1)",
+            (crawl_id,),
+        ).fetchone()[0]
+    ok, redirected, broken, skipped, excluded, blocked, pages, pending = (
+        counts.get(name) or 0
+        for name in (
+            "ok", "redirected", "broken", "skipped", "excluded", "blocked", "page", "pending"
+        )
+    )  # fmt: skip
+    # A redirect whose chain loops, is too long, or ends broken is broken (as in
+    # the ``resolved`` view); the chains start from the redirects' partial index.
     (redirect_broken,) = conn.execute(
-        "SELECT count(*) FROM resolved rv JOIN result r ON r.url_id = rv.url_id "
-        "WHERE rv.crawl_id = ? AND r.class = 'redirected' AND rv.class = 'broken'",
+        "SELECT count(*) FROM redirect_chain rc "
+        "CROSS JOIN url u ON u.id = rc.url_id "  # CROSS: chains first, not every URL
+        "JOIN crawl c ON c.id = u.crawl_id "
+        "JOIN result r ON r.url_id = rc.url_id AND r.class = 'redirected' "
+        "LEFT JOIN result fr ON fr.url_id = rc.final_id "
+        "WHERE u.crawl_id = ? AND (rc.is_loop "
+        "OR rc.hops > COALESCE(json_extract(c.config, '$.max_redirects'), 10) "
+        "OR fr.class = 'broken')",
         (crawl_id,),
     ).fetchone()
     redirected -= redirect_broken
@@ -98,6 +116,18 @@ def summary(conn: sqlite3.Connection, crawl_id: int) -> Summary:
         pending=pending,
         blocked=blocked,
     )
+
+
+def _counts_by_scan(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:
+    row = conn.execute(
+        "SELECT SUM(r.class = 'ok'), SUM(r.class = 'redirected'), SUM(r.class = 'broken'), "
+        "SUM(r.class = 'skipped'), SUM(r.class = 'excluded'), SUM(r.class = 'blocked'), "
+        f"SUM({_IS_PAGE}), SUM(u.state <> 2) "
+        "FROM url u LEFT JOIN result r ON r.url_id = u.id WHERE u.crawl_id = ?",
+        (crawl_id,),
+    ).fetchone()
+    names = ("ok", "redirected", "broken", "skipped", "excluded", "blocked", "page", "pending")
+    return dict(zip(names, (v or 0 for v in row), strict=True))
 
 
 def broken_links(conn: sqlite3.Connection, crawl_id: int) -> list[BrokenLink]:
@@ -159,7 +189,10 @@ class ResultRow:
 
 # The failure kind of a broken redirect is its chain's: a loop, too long, or
 # the kind of the broken URL it ends in (the order of the ``resolved`` view).
+# broken_links is materialized first: flattened into this query, the planner
+# joined url by crawl_id alone (every URL of the crawl for every row).
 _BROKEN_EDGE_ROWS = """
+WITH bl AS MATERIALIZED (SELECT * FROM broken_links WHERE crawl_id = ?1)
 SELECT bl.url, bl.status, bl.error, bl.source, bl.element,
        CASE
            WHEN rc.url_id IS NULL THEN r.error_kind
@@ -167,7 +200,7 @@ SELECT bl.url, bl.status, bl.error, bl.source, bl.element,
            WHEN bl.error LIKE 'too many redirects%' THEN 'too_many_redirects'
            ELSE fr.error_kind
        END AS kind
-FROM broken_links bl
+FROM bl
 JOIN url u                  ON u.crawl_id = bl.crawl_id AND u.url = bl.url
 LEFT JOIN result r          ON r.url_id = u.id
 LEFT JOIN redirect_chain rc ON rc.url_id = u.id
@@ -254,8 +287,20 @@ def iter_results(
 
 
 def _has_fragment_view(conn: sqlite3.Connection) -> bool:
-    """Whether the database has ``broken_fragments`` (added by migration 0003)."""
+    """Whether ``broken_fragments`` (migration 0003) can have rows: it needs anchors.
+
+    Without anchors it is empty, and asking it costs a scan of every link.
+    """
+    return _has(conn, "view", "broken_fragments") and _has_anchors(conn)
+
+
+def _has(conn: sqlite3.Connection, kind: str, name: str) -> bool:
     row = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = 'broken_fragments'"
+        "SELECT 1 FROM sqlite_master WHERE type = ? AND name = ?", (kind, name)
     ).fetchone()
     return row is not None
+
+
+def _has_anchors(conn: sqlite3.Connection) -> bool:
+    """Whether any crawl recorded anchors (--include-fragments); else no fragment is broken."""
+    return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM anchor)").fetchone()[0])

@@ -24,3 +24,8 @@ CREATE VIEW link AS
 SELECT target_id, source_id, fragment, element FROM link_open
 UNION ALL
 SELECT target_id, source_id, fragment, element FROM link_settled;
+
+-- Pages already crawled OK before this migration are settled too.
+UPDATE url SET settled = 1
+WHERE kind = 3 AND state = 2
+  AND id IN (SELECT url_id FROM result WHERE class = 'ok');
