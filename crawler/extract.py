@@ -16,8 +16,12 @@ from operator import sub
 
 from selectolax.lexbor import LexborHTMLParser
 
+from crawler import extract_stream
 from crawler.models import Extracted, RawLink
 
+# Larger documents are tokenized, not built into a tree: Lexbor's tree costs
+# ~13 bytes of memory per byte of HTML (a 2.5 MB page: 33 MB).
+STREAM_ABOVE_CHARS = 1_000_000
 PRESCAN_BYTES = 1024  # how far into the body <meta charset> is looked for, as WHATWG does
 _WHITESPACE = " \t\n\r\f"  # ASCII whitespace as HTML defines it
 
@@ -255,39 +259,67 @@ def extract_links(html: str) -> Extracted:
     whitespace-only values are skipped (an empty href only points back to the
     page itself). Also the first <base href>, robots nofollow ("nofollow" or
     "none"), and the anchors (every id and every a[name]). Never raises.
+    Documents over ``STREAM_ABOVE_CHARS`` go to ``extract_stream`` (no tree).
     """
-    links: list[RawLink] = []
-    anchors: set[str] = set()
-    base_href: str | None = None
-    nofollow = False
+    if len(html) > STREAM_ABOVE_CHARS:
+        return extract_stream.extract_links(html)
+    found = Found()
     root = _parser(html).root
     # One walk in document order; Lexbor's CSS matching costs more than this.
     for node in root.traverse() if root is not None else ():
         attrs = node.attributes
         tag = node.tag or ""
-        if not attrs:
-            if tag == "style":
-                css = node.text(deep=True) or ""
-                links.extend(RawLink(url, "style", "url") for url in extract_css_urls(css))
-            continue
+        if tag == "style":
+            found.style(node.text(deep=True) or "")
+        if attrs:
+            found.element(tag, attrs)
+    return found.extracted()
+
+
+class Found:
+    """What the elements of one document hold, collected in document order.
+
+    Fed by the Lexbor tree walk and by the streaming tokenizer alike, so both
+    read an element the same way.
+    """
+
+    __slots__ = ("anchors", "base_href", "links", "nofollow")
+
+    def __init__(self) -> None:
+        self.links: list[RawLink] = []
+        self.anchors: set[str] = set()
+        self.base_href: str | None = None
+        self.nofollow = False
+
+    def element(self, tag: str, attrs: dict[str, str | None]) -> None:
+        """One element's links, anchors, base and robots directive."""
+        links = self.links
         if anchor := attrs.get("id"):
-            anchors.add(anchor)
+            self.anchors.add(anchor)
         if inline := attrs.get("style"):
             links.extend(RawLink(url, "style", "style") for url in extract_css_urls(inline))
         if (names := LINK_ATTRIBUTES.get(tag)) is not None:
             if tag == "a" and (name := attrs.get("name")):
-                anchors.add(name)
+                self.anchors.add(name)
             if tag == "link" and "stylesheet" in (attrs.get("rel") or "").lower().split():
                 tag = "stylesheet"  # crawled (parsed for url()) when in scope
             _element_links(tag, names, attrs, links)
-        elif tag == "style":
-            css = node.text(deep=True) or ""
-            links.extend(RawLink(url, "style", "url") for url in extract_css_urls(css))
         elif tag == "meta":
-            nofollow = _meta(attrs, links) or nofollow
-        elif tag == "base" and base_href is None:
-            base_href = _stripped(attrs.get("href")) or None
-    return Extracted(links, base_href=base_href, nofollow=nofollow, anchors=frozenset(anchors))
+            self.nofollow = _meta(attrs, links) or self.nofollow
+        elif tag == "base" and self.base_href is None:
+            self.base_href = _stripped(attrs.get("href")) or None
+
+    def style(self, css: str) -> None:
+        """The text of a <style> element."""
+        self.links.extend(RawLink(url, "style", "url") for url in extract_css_urls(css))
+
+    def extracted(self) -> Extracted:
+        return Extracted(
+            self.links,
+            base_href=self.base_href,
+            nofollow=self.nofollow,
+            anchors=frozenset(self.anchors),
+        )
 
 
 def _stripped(value: str | None) -> str:

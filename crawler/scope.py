@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 # Elements whose target is a document a person navigates to (or an in-scope
 # stylesheet, parsed for its url() references): crawled when in scope.
 PAGE_ELEMENTS = frozenset({"a", "area", "iframe", "frame", "meta", "seed", "sitemap", "stylesheet"})
-MEMO_SIZE = 20_000
+MEMO_SIZE = 5_000
 # Elements whose fragment names an anchor in the target document.
 ANCHOR_ELEMENTS = frozenset({"a", "area", "iframe", "frame", "seed"})
 
