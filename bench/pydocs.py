@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Benchmark on a real site: the Python documentation from Debian's python3-doc.
 
-    .venv/bin/python bench/pydocs.py [--server python] [--keep]
+    .venv/bin/python bench/pydocs.py [--server python] [--keep] [--linkinator]
 
 Installs python3-doc with apt-get when missing (as root), serves its HTML
 tree on loopback the same way as bench/run.py, crawls it with the crawler and
 prints the same figures, plus the broken links found. Links leaving the
 loopback server are not requested (``--internal-only``): all traffic stays
-on loopback.
+on loopback. ``--linkinator`` also runs linkinator (installed by
+bench/compare's installer) on the same server in the same run, so the two
+are timed on one machine.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+import compare
 import measure
 import serve
 from measure import OUT, log
@@ -51,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
     parser.add_argument("--profile", action="store_true", help="run the crawler under py-spy")
     parser.add_argument("--show", type=int, default=30, help="broken links listed (default 30)")
+    parser.add_argument(
+        "--linkinator", action="store_true", help="also run linkinator on the same server"
+    )
     args = parser.parse_args(argv)
     measure.install_signal_exit()
     docs = args.docs
@@ -77,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
                 extra_args=["--internal-only"],
                 profile=args.profile,
             )
+            other = []
+            if args.linkinator:
+                other = run_linkinator(server.origins[0] + "/", run_dir, args)
     except KeyboardInterrupt:
         log("interrupted")
         return 130
@@ -109,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"    {short}  [{reasons.get(url)}]  <- {where}{more}")
     if len(found) > args.show:
         lines.append(f"    ... and {len(found) - args.show} more (--show N)")
-    print_figures("crawler on the Python docs (python3-doc)", fig, lines)
+    print_figures("crawler on the Python docs (python3-doc)", fig, lines + other)
     path = measure.append_result(fig)
     print(f"  (appended to {path.relative_to(measure.ROOT)})")
     if args.keep:
@@ -117,6 +126,33 @@ def main(argv: list[str] | None = None) -> int:
     else:
         shutil.rmtree(run_dir, ignore_errors=True)
     return 0
+
+
+def run_linkinator(url: str, run_dir: Path, args: argparse.Namespace) -> list[str]:
+    """linkinator on the same docs and server: its time, memory and broken links."""
+    problem = compare.install_linkinator()
+    if problem is not None:
+        return [f"linkinator: not run ({problem})"]
+    work = run_dir / "linkinator"
+    work.mkdir()
+    cmd = compare.linkinator_cmd(url, work, args.concurrency)
+    m = measure.run_measured(
+        cmd,
+        timeout_s=args.timeout_s,
+        stdout=work / "stdout",
+        stderr=work / "stderr",
+        env=measure.loopback_env(),
+        cwd=work,
+    )
+    try:
+        found = compare.linkinator_broken(work / "stdout")
+    except (OSError, ValueError) as exc:
+        return [f"linkinator: cannot read its output: {exc}"]
+    internal = sorted(u.replace(url, "/") for u in found if u.startswith(url))
+    return [
+        f"linkinator, same server: {m.wall_s:.2f} s, peak RSS {m.peak_rss_bytes / 1e6:.1f} MB, "
+        f"{len(internal)} broken on the docs' host: {', '.join(internal[:5])}"
+    ]
 
 
 if __name__ == "__main__":
