@@ -83,9 +83,10 @@ def main(argv: list[str] | None = None) -> int:
                 extra_args=["--internal-only"],
                 profile=args.profile,
             )
-            other = []
-            if args.linkinator:
-                other = run_linkinator(server.origins[0] + "/", run_dir, args)
+        other = []
+        if args.linkinator:  # a server of its own: the crawl's is stopped by now
+            with serve.Server([docs], kind=args.server, workdir=run_dir / "server2") as again:
+                other = run_linkinator(again.origins[0] + "/", run_dir, args)
     except KeyboardInterrupt:
         log("interrupted")
         return 130
