@@ -259,11 +259,12 @@ def extract_links(html: str) -> Extracted:
     whitespace-only values are skipped (an empty href only points back to the
     page itself). Also the first <base href>, robots nofollow ("nofollow" or
     "none"), and the anchors (every id and every a[name]). Never raises.
-    Documents over ``STREAM_ABOVE_CHARS`` go to ``extract_stream`` (no tree).
+    Documents over ``STREAM_ABOVE_CHARS`` are read by ``extract_stream`` (no tree).
     """
-    if len(html) > STREAM_ABOVE_CHARS:
-        return extract_stream.extract_links(html)
     found = Found()
+    if len(html) > STREAM_ABOVE_CHARS:
+        extract_stream.read_tags(html, found)
+        return found.extracted()
     root = _parser(html).root
     # One walk in document order; Lexbor's CSS matching costs more than this.
     for node in root.traverse() if root is not None else ():

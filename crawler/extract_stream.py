@@ -3,10 +3,10 @@
 Lexbor builds a tree of ~13 bytes per byte of HTML, which for the odd
 multi-megabyte page (an index, a changelog) is most of the crawler's memory.
 The standard library's tokenizer reads the same tags in document order at
-about the same speed, keeping only the links. Elements are read by
-``extract.Found``, the same code the tree walk uses; what a tree would hide is
-hidden here too: tags inside raw-text elements (textarea, title, …) and
-inside <template>.
+about the same speed, keeping only the links. Elements go to the
+``extract.Found`` the caller passes, the same reader the tree walk feeds;
+what a tree would hide is hidden here too: tags inside raw-text elements
+(textarea, title, …) and inside <template>.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from html.parser import HTMLParser
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from crawler.models import Extracted
+    from crawler.extract import Found
 
 # Elements whose content is text to an HTML parser (the tokenizer knows only
 # script and style), and <template>, whose content is not in the document.
@@ -29,11 +29,9 @@ _BEFORE_FRAMES = frozenset(
 
 
 class _Tokens(HTMLParser):
-    def __init__(self) -> None:
-        from crawler.extract import Found  # extract imports this module
-
+    def __init__(self, found: Found) -> None:
         super().__init__(convert_charrefs=True)
-        self.found = Found()
+        self.found = found
         self._opaque: str | None = None  # the element whose content is skipped
         self._depth = 0  # nested <template>s inside it
         self._style: list[str] | None = None
@@ -82,14 +80,13 @@ class _Tokens(HTMLParser):
             self._style.append(data)
 
 
-def extract_links(html: str) -> Extracted:
-    """As ``extract.extract_links``, for documents too large for a tree. Never raises."""
-    tokens = _Tokens()
+def read_tags(html: str, found: Found) -> None:
+    """Feed the elements of ``html`` to ``found``, as the tree walk would. Never raises."""
+    tokens = _Tokens(found)
     try:
         tokens.feed(html)
         tokens.close()
     except Exception:  # noqa: S110 - the tokenizer is lenient; keep what was read
         pass
     if tokens._style is not None:  # an unclosed <style> runs to the end
-        tokens.found.style("".join(tokens._style))
-    return tokens.found.extracted()
+        found.style("".join(tokens._style))

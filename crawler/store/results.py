@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -31,6 +31,8 @@ from crawler.models import UrlKind
 _IS_PAGE = f"u.kind = {int(UrlKind.PAGE)} AND r.class = 'ok'"
 # Rows fetched from SQLite at a time by the generators below.
 FETCH_ROWS = 500
+# What a summary is counted from, in this order (the scans select them so).
+COUNT_NAMES = ("ok", "redirected", "broken", "skipped", "excluded", "blocked", "page", "pending")
 # The failure kind of a link to page#fragment where the page has no such anchor.
 FRAGMENT_KIND = "missing_fragment"
 
@@ -49,6 +51,32 @@ class Summary:
     pending: int
     blocked: int = 0  # a bot wall answered instead of the page: checked, not broken
 
+    @classmethod
+    def from_counts(
+        cls, counts: Mapping[str, int], *, redirect_broken: int, fragments_broken: int
+    ) -> Summary:
+        """From result counts per class (plus "page" and "pending"), either backend.
+
+        A redirect whose chain is broken moves from redirected to broken; a link
+        to a missing #fragment is a broken link of its own (its page is ok).
+        """
+        ok, redirected, broken, skipped, excluded, blocked, pages, pending = (
+            int(counts.get(name) or 0) for name in COUNT_NAMES
+        )
+        redirected -= redirect_broken
+        broken += redirect_broken + fragments_broken
+        return cls(
+            pages=pages,
+            links=ok + redirected + broken + blocked,
+            ok=ok,
+            redirected=redirected,
+            broken=broken,
+            skipped=skipped,
+            excluded=excluded,
+            pending=pending,
+            blocked=blocked,
+        )
+
 
 @dataclass(slots=True)
 class BrokenLink:
@@ -64,9 +92,7 @@ def summary(conn: sqlite3.Connection, crawl_id: int) -> Summary:
     """Counts per class, read from ``crawl_count`` (kept by triggers) and the redirects.
 
     No scan of the crawl's URLs: at a million pages that took seconds at the
-    end of every crawl. A link to a missing #fragment counts as a broken link
-    of its own (the page itself is ok), so ``broken`` agrees with the lists of
-    broken links.
+    end of every crawl.
     """
     if not _has(conn, "table", "crawl_count"):  # a database not migrated yet (read-only)
         counts = _counts_by_scan(conn, crawl_id)
@@ -79,12 +105,6 @@ def summary(conn: sqlite3.Connection, crawl_id: int) -> Summary:
             "+ (SELECT count(*) FROM url WHERE crawl_id = ?1 AND state = 1)",
             (crawl_id,),
         ).fetchone()[0]
-    ok, redirected, broken, skipped, excluded, blocked, pages, pending = (
-        counts.get(name) or 0
-        for name in (
-            "ok", "redirected", "broken", "skipped", "excluded", "blocked", "page", "pending"
-        )
-    )  # fmt: skip
     # A redirect whose chain loops, is too long, or ends broken is broken (as in
     # the ``resolved`` view); the chains start from the redirects' partial index.
     (redirect_broken,) = conn.execute(
@@ -98,24 +118,12 @@ def summary(conn: sqlite3.Connection, crawl_id: int) -> Summary:
         "OR fr.class = 'broken')",
         (crawl_id,),
     ).fetchone()
-    redirected -= redirect_broken
-    broken += redirect_broken
+    fragments = 0
     if _has_fragment_view(conn):
         (fragments,) = conn.execute(
             "SELECT count(DISTINCT url) FROM broken_fragments WHERE crawl_id = ?", (crawl_id,)
         ).fetchone()
-        broken += fragments
-    return Summary(
-        pages=pages,
-        links=ok + redirected + broken + blocked,
-        ok=ok,
-        redirected=redirected,
-        broken=broken,
-        skipped=skipped,
-        excluded=excluded,
-        pending=pending,
-        blocked=blocked,
-    )
+    return Summary.from_counts(counts, redirect_broken=redirect_broken, fragments_broken=fragments)
 
 
 def _counts_by_scan(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:
@@ -126,8 +134,7 @@ def _counts_by_scan(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:
         "FROM url u LEFT JOIN result r ON r.url_id = u.id WHERE u.crawl_id = ?",
         (crawl_id,),
     ).fetchone()
-    names = ("ok", "redirected", "broken", "skipped", "excluded", "blocked", "page", "pending")
-    return dict(zip(names, (v or 0 for v in row), strict=True))
+    return dict(zip(COUNT_NAMES, (v or 0 for v in row), strict=True))
 
 
 def broken_links(conn: sqlite3.Connection, crawl_id: int) -> list[BrokenLink]:

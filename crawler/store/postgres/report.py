@@ -17,7 +17,14 @@ from crawler import formats
 from crawler.formats import ReportData
 from crawler.models import UrlKind
 from crawler.store.postgres import crawls
-from crawler.store.results import FRAGMENT_KIND, BrokenEdge, BrokenLink, ResultRow, Summary
+from crawler.store.results import (
+    COUNT_NAMES,
+    FRAGMENT_KIND,
+    BrokenEdge,
+    BrokenLink,
+    ResultRow,
+    Summary,
+)
 
 _IS_PAGE = f"u.kind = {int(UrlKind.PAGE)} AND r.class = 'ok'"
 
@@ -91,27 +98,13 @@ async def load(conn: Any, crawl_id: int | None = None, fmt: str | None = None) -
 async def summary(conn: Any, crawl_id: int) -> Summary:
     """Counts per class, redirects followed, missing fragments counted as broken."""
     row = await conn.fetchrow(_SUMMARY, crawl_id)
-    ok, redirected, broken, skipped, excluded, blocked, page_count, pending = (
-        int(v or 0) for v in row
+    fragments = await conn.fetchval(
+        "SELECT count(DISTINCT url) FROM broken_fragments WHERE crawl_id = $1", crawl_id
     )
-    redirect_broken = int(await conn.fetchval(_REDIRECT_BROKEN, crawl_id))
-    fragments = int(
-        await conn.fetchval(
-            "SELECT count(DISTINCT url) FROM broken_fragments WHERE crawl_id = $1", crawl_id
-        )
-    )
-    redirected -= redirect_broken
-    broken += redirect_broken + fragments
-    return Summary(
-        pages=page_count,
-        links=ok + redirected + broken + blocked,
-        ok=ok,
-        redirected=redirected,
-        broken=broken,
-        skipped=skipped,
-        excluded=excluded,
-        pending=pending,
-        blocked=blocked,
+    return Summary.from_counts(
+        dict(zip(COUNT_NAMES, row, strict=True)),
+        redirect_broken=int(await conn.fetchval(_REDIRECT_BROKEN, crawl_id)),
+        fragments_broken=int(fragments),
     )
 
 
