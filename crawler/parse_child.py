@@ -77,8 +77,11 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
 
 
 def main() -> None:
-    # Ctrl-C reaches the whole process group; the crawler decides what stops.
+    # Ctrl-C, and a SIGTERM sent to the process group (`timeout`, a service
+    # manager), reach the helper too; the crawler decides what stops, and a
+    # helper killed under it would cost the pages it holds a second parse.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     with contextlib.suppress(BrokenPipeError):  # the crawler is gone
         serve(sys.stdin.buffer, sys.stdout.buffer)
 

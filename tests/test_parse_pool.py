@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 
 import pytest
 
@@ -61,6 +62,18 @@ async def test_a_lost_helper_hands_every_page_back(pool) -> None:
     assert all(r is None or r.children for r in results)
     assert await asyncio.wait_for(helpers.parse(_row(), _page(["/late"])), BOUND_S) is None
     assert not helpers.alive
+
+
+async def test_a_helper_outlives_a_sigterm_to_the_process_group(pool) -> None:
+    # `timeout`, a service manager or `kill -- -PGID` signal the whole group:
+    # the crawler decides what stops, and closes the helper's stdin to do it.
+    helpers, _ = pool
+    # One answer first: the helper is past its start-up and has its handlers.
+    assert await asyncio.wait_for(helpers.parse(_row(), _page(["/before"])), BOUND_S)
+    helpers._helpers[0].process.send_signal(signal.SIGTERM)
+    got = await asyncio.wait_for(helpers.parse(_row(), _page(["/after"])), BOUND_S)
+    assert got is not None
+    assert helpers.alive
 
 
 async def test_crawl_with_a_helper_reports_what_one_without_does(
