@@ -248,6 +248,30 @@ def pages_fetched(entries: Iterable[LogEntry], host: str) -> int:
     )
 
 
+def page_rate_by_tenth(entries: Iterable[LogEntry], host: str) -> list[float]:
+    """Pages/s over each tenth of the pages fetched, in the order they were fetched.
+
+    The issue's "rate over the last 10% of the crawl against the first 10%":
+    pages as ``pages_fetched`` counts them, timed by the server's log.
+    """
+    times = sorted(
+        e.at
+        for e in entries
+        if e.host == host
+        and e.method == "GET"
+        and e.status == 200
+        and (e.uri.endswith((".html", "/")))
+    )
+    if len(times) < 20:
+        return []
+    rates = []
+    for k in range(10):
+        start, end = k * len(times) // 10, (k + 1) * len(times) // 10 - 1
+        span = times[end] - times[start]
+        rates.append(round((end - start) / span) if span > 0 else 0.0)
+    return rates
+
+
 def db_bytes(db: Path) -> int:
     """The database's bytes on disk: main file plus WAL, as left at exit."""
     return _file_size(db) + _file_size(Path(f"{db}-wal"))

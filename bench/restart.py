@@ -9,6 +9,9 @@ requests, then runs ``crawler resume`` and prints: seconds from launching the
 resume to its first request (from nginx's ``$msec`` timestamps), seconds from
 the last response to the resumed crawl's exit, requests repeated after the
 kill, and whether the final report has exactly the planted broken links.
+With ``--resume-for-s S`` the resumed crawl is stopped (SIGTERM) after S
+seconds instead of running to the end: the restart of a 1,000,000-page crawl
+is measured without crawling the rest of it, and the report is not checked.
 Bounded by ``--timeout-s``; everything it starts is stopped at the end.
 """
 
@@ -41,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--timeout-s", type=float, default=3600)
     parser.add_argument("--crawler-arg", action="append", default=[])
+    parser.add_argument(
+        "--resume-for-s", type=float, help="stop the resumed crawl (SIGTERM) after this long"
+    )
     args = parser.parse_args(argv)
     measure.install_signal_exit()
     site_dir = OUT / f"site-n{args.pages}-s{args.seed}"
@@ -63,20 +69,22 @@ def main(argv: list[str] | None = None) -> int:
     counts = Counter((e.method, e.uri) for e in entries if e.uri != "/robots.txt")
     report = json.loads((run_dir / "report.json").read_text())
     found = {b["url"].split("/", 3)[-1]: b["sources"] for b in report["broken"]}
-    figures.update(
-        pages=args.pages,
-        resume_to_first_request_s=None
+    launched = figures.pop("resume_launched_at")
+    exited = figures.pop("resume_exited_at")
+    results: dict[str, object] = {
+        **figures,
+        "pages": args.pages,
+        "resume_to_first_request_s": None
         if first_after is None
-        else round(first_after - figures["resume_launched_at"], 3),
-        last_response_to_exit_s=round(figures["resume_exited_at"] - last, 3),
-        repeated_requests=sum(n - 1 for n in counts.values() if n > 1),
-        broken_found=len(found),
-        broken_planted=len(truth["broken"]),
-    )
-    figures.pop("resume_launched_at")
-    figures.pop("resume_exited_at")
-    measure.append_result({"bench": "restart", **figures})
-    for key, value in figures.items():
+        else round(first_after - launched, 3),
+        "last_response_to_exit_s": round(exited - last, 3),
+        "repeated_requests": sum(n - 1 for n in counts.values() if n > 1),
+        # Stopped early, the report is partial by design.
+        "broken_found": "not checked" if args.resume_for_s is not None else len(found),
+        "broken_planted": len(truth["broken"]),
+    }
+    measure.append_result({"bench": "restart", **results})
+    for key, value in results.items():
         print(f"{key:28} {value}")
     shutil.rmtree(run_dir, ignore_errors=True)
     return 0
@@ -95,7 +103,8 @@ def _kill_and_resume(
     env = measure.loopback_env()
     crawl = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
     target = int(expected * args.kill_at)
-    while sum(1 for _ in server.entries()) < target:
+    requests = _LineCounter(server.access_log)
+    while requests.count() < target:
         if crawl.poll() is not None or time.monotonic() > deadline:
             raise SystemExit("the crawl ended (or time ran out) before the kill point")
         time.sleep(POLL_S * 10)
@@ -114,20 +123,40 @@ def _kill_and_resume(
         str(run_dir / "report.json"),
     ]
     launched = time.time()
-    done = subprocess.run(
-        resume,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        check=False,
-        timeout=max(1.0, deadline - time.monotonic()),
-    )
+    resumed = subprocess.Popen(resume, env=env, stdout=subprocess.DEVNULL)
+    if args.resume_for_s is not None:
+        try:
+            resumed.wait(timeout=args.resume_for_s)
+        except subprocess.TimeoutExpired:
+            resumed.send_signal(signal.SIGTERM)
+    returncode = resumed.wait(timeout=max(1.0, deadline - time.monotonic()))
     exited = time.time()
     return {
         "resume_launched_at": launched,
         "resume_exited_at": exited,
-        "resume_exit_code": float(done.returncode),
+        "resume_exit_code": float(returncode),
         "killed_after_requests": float(target),
     }
+
+
+class _LineCounter:
+    """Requests in the access log so far, reading only what was appended since."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._offset = 0
+        self._lines = 0
+
+    def count(self) -> int:
+        try:
+            with self._path.open("rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return 0
+        self._offset += len(data)
+        self._lines += data.count(b"\n")
+        return self._lines
 
 
 if __name__ == "__main__":

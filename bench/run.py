@@ -127,7 +127,8 @@ def crawl_and_measure(
     summary = report.get("summary", {})
     # Pages as the server saw them (HTML fetched with GET, found), the same for
     # every tool; the crawler's own count is kept beside it.
-    pages = measure.pages_fetched(entries, url.removeprefix("http://").split("/", 1)[0])
+    host = url.removeprefix("http://").split("/", 1)[0]
+    pages = measure.pages_fetched(entries, host)
     size = measure.db_bytes(db)
     figures: dict[str, object] = {
         "url": url,
@@ -142,6 +143,7 @@ def crawl_and_measure(
         "elapsed_s": round(m.wall_s, 2),
         "crawler_elapsed_s": report.get("crawl", {}).get("elapsed_s"),
         "pages_per_s": round(pages / m.wall_s, 1) if m.wall_s > 0 else 0.0,
+        "pages_per_s_by_tenth": measure.page_rate_by_tenth(entries, host),
         "peak_rss_mb": round(m.peak_rss_bytes / 1e6, 1),
         "rss_mb_by_quarter": m.rss_by_quarter(),
         "db_bytes": size,
@@ -230,6 +232,7 @@ def print_figures(title: str, fig: dict[str, object], extra_lines: list[str]) ->
         ("pages crawled", f"{fig['pages']} (crawler's summary says {fig['crawler_pages']})"),
         ("elapsed", f"{fig['elapsed_s']} s (crawler's own: {fig['crawler_elapsed_s']} s)"),
         ("pages/s", f"{fig['pages_per_s']}"),
+        ("pages/s by tenth of pages", f"{fig['pages_per_s_by_tenth']}"),
         ("requests", f"{fig['requests']} ({fig['requests_per_s']}/s) {fig['requests_by_status']}"),
         ("peak RSS (process tree)", f"{fig['peak_rss_mb']} MB"),
         ("peak RSS per quarter of run", f"{fig['rss_mb_by_quarter']} MB"),

@@ -1,3 +1,25 @@
 """crawler: a recursive website link checker whose frontier lives on disk."""
 
+import sys
+
 __version__ = "0.1.0"
+
+
+def _import_structlog_without_rich() -> None:
+    """Import structlog without letting it pull in rich and pygments (~8 MB of RSS).
+
+    ``structlog.dev`` imports rich, when installed, for its exception
+    formatter; our logs format exceptions themselves (``format_exc_info``
+    runs before the renderer), so that formatter never runs. rich is still
+    imported where the progress display needs it, on a terminal.
+    """
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` raises ImportError
+    try:
+        import structlog  # noqa: F401
+    finally:
+        del sys.modules["rich"]
+
+
+_import_structlog_without_rich()

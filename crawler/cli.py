@@ -19,9 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from rich.console import Console
-
-from crawler import __version__, aio, log, options, progress, report, runner, service_cli, workers
+from crawler import __version__, aio, log, options, report, runner, service_cli, workers
 from crawler.config import CrawlSettings, RunOptions
 from crawler.errors import CrawlerError, DiskFullError, UsageError
 from crawler.store import db
@@ -186,9 +184,13 @@ async def _run(run: RunOptions, job: runner.CrawlJob) -> tuple[bool, int | None]
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, on_signal, signum)
     shower = None
-    console = Console(stderr=True)
-    if not run.no_progress and console.is_terminal:
-        shower = asyncio.create_task(progress.show(job, console))
+    if not run.no_progress:
+        # Imported here: rich (~5 MB) is only needed when progress is shown.
+        from crawler import progress
+
+        console = progress.stderr_console()
+        if console.is_terminal:
+            shower = asyncio.create_task(progress.show(job, console))
     try:
         finished = await job.run(
             shutdown_timeout_s=run.shutdown_timeout_s, parse_helpers=run.helper_processes()

@@ -40,6 +40,11 @@ async def show(job: CrawlJob, console: Console) -> None:
             await asyncio.sleep(REFRESH_S)
 
 
+def stderr_console() -> Console:
+    """The terminal the progress display draws on."""
+    return Console(stderr=True)
+
+
 def _line(engine: Engine, counts: Counts | None) -> Text:
     stats = engine.stats
     elapsed = max(time.monotonic() - stats.started_at, 1e-6)
