@@ -530,9 +530,11 @@ def _with_check_child(conn: sqlite3.Connection, url: str) -> Frontier:
 
 
 def test_check_found_again_as_page_becomes_page(conn: sqlite3.Connection) -> None:
-    f = _with_check_child(conn, u("x"))
-    f.enqueue([disc(u("q"))], T0)
-    (q,) = f.lease("w1", 1, TTL, T0)  # depth 0 before the depth-1 check
+    f = new_frontier(conn)
+    f.enqueue([disc(u("p")), disc(u("q"))], T0)
+    (p,) = f.lease("w1", 1, TTL, T0)
+    assert f.complete("w1", [outcome(p, children=[disc(u("x"), UrlKind.CHECK)])], T0) == [True]
+    (q,) = f.lease("w1", 1, TTL, T0)  # the older row first; the check waits
     assert f.complete("w1", [outcome(q, children=[disc(u("x"), UrlKind.PAGE)])], T0) == [True]
     row = rows(conn)[u("x")]
     assert (row.kind, row.state, row.depth) == (UrlKind.PAGE, UrlState.PENDING, 1)
@@ -828,6 +830,24 @@ def test_lease_returns_rows_shallowest_first(conn: sqlite3.Connection) -> None:
     f.enqueue([disc(u("b"))], T0)  # depth 0, newest id
     got = f.lease("w1", 10, TTL, T0)
     assert [(x.depth, x.url) for x in got] == [(0, u("b")), (1, u("c1")), (1, u("c2"))]
+
+
+def test_checks_are_leased_with_the_pages_that_link_to_them(conn: sqlite3.Connection) -> None:
+    # An image found on a depth-1 page is at depth 2 but is checked beside the
+    # depth-1 pages, in the order found, ahead of the depth-2 pages.
+    f = new_frontier(conn)
+    f.enqueue([disc(u("a"))], T0)
+    (a,) = f.lease("w1", 10, TTL, T0)
+    f.complete("w1", [outcome(a, children=[disc(u("p1")), disc(u("p2"))])], T0)
+    (p1,) = f.lease("w1", 1, TTL, T0)
+    children = [disc(u("deep")), disc(u("img.png"), UrlKind.CHECK)]
+    f.complete("w1", [outcome(p1, children=children)], T0)
+    got = f.lease("w1", 10, TTL, T0)
+    assert [(x.url, x.depth) for x in got] == [
+        (u("p2"), 1),
+        (u("img.png"), 2),
+        (u("deep"), 2),
+    ]
 
 
 def test_kind_upgrade_does_not_count_against_max_urls(conn: sqlite3.Connection) -> None:
