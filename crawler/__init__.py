@@ -6,7 +6,10 @@ __version__ = "0.1.0"
 
 
 def _import_structlog_without_rich() -> None:
-    """Import structlog without letting it pull in rich and pygments (~8 MB of RSS).
+    """Import structlog without letting it pull in rich and pygments.
+
+    With the progress display imported only when shown (``cli._run``), this
+    takes ``import crawler.cli`` from 55.5 to 52.6 MB of RSS.
 
     ``structlog.dev`` imports rich, when installed, for its exception
     formatter; our logs format exceptions themselves (``format_exc_info``

@@ -185,7 +185,7 @@ async def _run(run: RunOptions, job: runner.CrawlJob) -> tuple[bool, int | None]
         loop.add_signal_handler(signum, on_signal, signum)
     shower = None
     if not run.no_progress:
-        # Imported here: rich (~5 MB) is only needed when progress is shown.
+        # Imported here: rich is only needed when progress is shown (__init__.py).
         from crawler import progress
 
         console = progress.stderr_console()

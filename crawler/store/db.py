@@ -33,8 +33,9 @@ Durability = Literal["normal", "full"]
 # Checkpoint after this much WAL, not SQLite's 4 MB: a page dirtied by many
 # commits is copied back once per checkpoint, and each checkpoint waits for
 # two fsyncs. Resuming the 1,000,000-page benchmark at 350,000 pages: 840
-# pages/s with 4 MB checkpoints, 903 with 16 MB; 100,000 pages: 1,007 ->
-# 1,147. The WAL stays near 20 MB, well below the engine's 64 MB bound.
+# pages/s with 4 MB checkpoints, 903 with 16 MB; 100,000 pages: 1,005-1,008
+# -> 1,107-1,147 in three runs of four. The WAL stays near 20-25 MB, well
+# below the engine's 64 MB bound.
 AUTOCHECKPOINT_BYTES = 16 * 1024 * 1024
 
 
