@@ -13,6 +13,7 @@ import os
 import pty
 import shutil
 import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -39,12 +40,6 @@ MakeSite = Callable[..., ThreadedSite]
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
-
-
-
-
-
-
 
 
 def one_line_error(result: subprocess.CompletedProcess[str], *, usage: bool = False) -> str:
@@ -527,3 +522,22 @@ def test_disk_full_mid_crawl_exits_1_and_says_how_to_resume(
     assert f"crawler resume --db {db}" in line
     assert result.stdout == ""
     assert 0 < site.request_count() < 1000, "the disk should fill up mid-crawl"
+
+
+def test_a_crawl_without_a_terminal_does_not_load_rich() -> None:
+    # rich (and structlog's rich tracebacks, with pygments) is memory a CI
+    # run or the service never uses; it is loaded for the progress display.
+    probe = (
+        "import sys, crawler.cli, crawler.runner, crawler.engine, crawler.log\n"
+        "crawler.log.configure()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'pygments')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
+    progress = "import sys, crawler.progress; print('rich.console' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", progress], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "True"
