@@ -532,9 +532,8 @@ def _with_check_child(conn: sqlite3.Connection, url: str) -> Frontier:
 def test_check_found_again_as_page_becomes_page(conn: sqlite3.Connection) -> None:
     f = new_frontier(conn)
     f.enqueue([disc(u("p")), disc(u("q"))], T0)
-    (p,) = f.lease("w1", 1, TTL, T0)
+    p, q = f.lease("w1", 2, TTL, T0)
     assert f.complete("w1", [outcome(p, children=[disc(u("x"), UrlKind.CHECK)])], T0) == [True]
-    (q,) = f.lease("w1", 1, TTL, T0)  # the older row first; the check waits
     assert f.complete("w1", [outcome(q, children=[disc(u("x"), UrlKind.PAGE)])], T0) == [True]
     row = rows(conn)[u("x")]
     assert (row.kind, row.state, row.depth) == (UrlKind.PAGE, UrlState.PENDING, 1)
@@ -833,8 +832,8 @@ def test_lease_returns_rows_shallowest_first(conn: sqlite3.Connection) -> None:
 
 
 def test_checks_are_leased_with_the_pages_that_link_to_them(conn: sqlite3.Connection) -> None:
-    # An image found on a depth-1 page is at depth 2 but is checked beside the
-    # depth-1 pages, in the order found, ahead of the depth-2 pages.
+    # An image found on a depth-1 page is at depth 2 but is checked ahead of
+    # the remaining depth-1 pages, and those ahead of the depth-2 pages.
     f = new_frontier(conn)
     f.enqueue([disc(u("a"))], T0)
     (a,) = f.lease("w1", 10, TTL, T0)
@@ -844,8 +843,8 @@ def test_checks_are_leased_with_the_pages_that_link_to_them(conn: sqlite3.Connec
     f.complete("w1", [outcome(p1, children=children)], T0)
     got = f.lease("w1", 10, TTL, T0)
     assert [(x.url, x.depth) for x in got] == [
-        (u("p2"), 1),
         (u("img.png"), 2),
+        (u("p2"), 1),
         (u("deep"), 2),
     ]
 

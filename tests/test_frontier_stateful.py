@@ -139,7 +139,7 @@ class FrontierMachine(RuleBasedStateMachine):
             url
             for (url,) in self.conn.execute(
                 "SELECT url FROM url WHERE crawl_id = ? AND state = 0 AND next_attempt_at <= ? "
-                "ORDER BY depth - (kind < 3), id LIMIT ?",
+                "ORDER BY depth - (kind < 3), kind, id LIMIT ?",
                 (self.crawl_id, self.now, limit),
             )
         ]

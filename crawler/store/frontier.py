@@ -64,7 +64,7 @@ UPDATE url SET state = 1, lease_owner = ?, lease_expires_at = ?
 WHERE id IN (
     SELECT id FROM url
     WHERE crawl_id = ? AND state = 0 AND next_attempt_at <= ?
-    ORDER BY depth - (kind < 3), id
+    ORDER BY depth - (kind < 3), kind, id
     LIMIT ?
 )
 RETURNING id, url, host_id, kind, depth, hop, attempts
@@ -133,8 +133,8 @@ class Frontier:
     def lease(self, owner: str, limit: int, ttl_s: float, now: float) -> list[LeasedUrl]:
         """Lease up to ``limit`` due pending rows, shallowest first.
 
-        A link that is only checked counts one level up, with the pages that
-        link to it (migration 0006), so checks keep pace with the pages.
+        A link that is only checked counts one level up and goes before that
+        level's pages (migration 0006): checks keep pace with the pages.
         """
         with atomic(self._conn):
             rows = self._conn.execute(
@@ -150,7 +150,7 @@ class Frontier:
                 hop=row[5],
                 attempts=row[6],
             )
-            for row in sorted(rows, key=lambda r: (r[4] - (r[3] < UrlKind.PAGE), r[0]))
+            for row in sorted(rows, key=lambda r: (r[4] - (r[3] < UrlKind.PAGE), r[3], r[0]))
         ]
 
     def renew(self, owner: str, ttl_s: float, now: float) -> int:
