@@ -234,18 +234,19 @@ def log_stats(entries: Iterable[LogEntry]) -> LogStats:
     return stats
 
 
-def pages_fetched(entries: Iterable[LogEntry], host: str) -> int:
-    """Distinct HTML pages of ``host`` (addr:port) fetched with GET and found (200)."""
-    return len(
-        {
-            e.uri
-            for e in entries
-            if e.host == host
-            and e.method == "GET"
-            and e.status == 200
-            and (e.uri.endswith((".html", "/")))
-        }
+def is_page(entry: LogEntry, host: str) -> bool:
+    """An HTML page of ``host`` (addr:port) fetched with GET and found (200)."""
+    return (
+        entry.host == host
+        and entry.method == "GET"
+        and entry.status == 200
+        and entry.uri.endswith((".html", "/"))
     )
+
+
+def pages_fetched(entries: Iterable[LogEntry], host: str) -> int:
+    """Distinct pages of ``host``, as ``is_page`` tells them."""
+    return len({e.uri for e in entries if is_page(e, host)})
 
 
 def page_rate_by_tenth(entries: Iterable[LogEntry], host: str) -> list[float]:
@@ -254,14 +255,7 @@ def page_rate_by_tenth(entries: Iterable[LogEntry], host: str) -> list[float]:
     The issue's "rate over the last 10% of the crawl against the first 10%":
     pages as ``pages_fetched`` counts them, timed by the server's log.
     """
-    times = sorted(
-        e.at
-        for e in entries
-        if e.host == host
-        and e.method == "GET"
-        and e.status == 200
-        and (e.uri.endswith((".html", "/")))
-    )
+    times = sorted(e.at for e in entries if is_page(e, host))
     if len(times) < 20:
         return []
     rates = []
