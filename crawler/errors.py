@@ -33,6 +33,15 @@ class StoreError(CrawlerError):
     """The database cannot be used."""
 
 
+class DatabaseFailedError(StoreError):
+    """The database failed under a running crawl (an I/O error, a lost connection).
+
+    What was committed is kept: the crawl can be resumed. Each backend turns
+    its driver's errors into this, so nothing above ``crawler/store`` needs to
+    know which driver failed.
+    """
+
+
 class ForeignDatabaseError(StoreError, UsageError):
     """The file is not a crawler database we can open; it is left untouched."""
 

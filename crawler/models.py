@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class UrlKind(enum.IntEnum):
@@ -129,3 +129,16 @@ class Counts:
     done: int
     pages: int
     broken: int
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlRecord:
+    """One row of ``crawl``."""
+
+    id: int
+    seeds: list[str]
+    config: dict[str, Any]
+    state: str
+    started_at: float
+    finished_at: float | None
+    elapsed_s: float

@@ -15,10 +15,29 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 # (concurrency, minimum interval in seconds) for a host.
 Limits = Callable[[str], tuple[int, float]]
 PRUNE_ABOVE = 10_000
+
+
+class Gate(Protocol):
+    """The dispatcher's view of a gate. A store hands the engine its own
+    (``FrontierStore.host_gate``): ``HostGate`` in memory for one process, or
+    one whose slots are shared by every worker of a crawl."""
+
+    def try_acquire(self, host: str) -> bool: ...
+
+    def release(self, host: str) -> None: ...
+
+    def pause(self, host: str, seconds: float) -> None: ...
+
+    def ready_at(self, host: str) -> float: ...
+
+    def in_flight(self, host: str) -> int: ...
+
+    async def aclose(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -71,6 +90,9 @@ class HostGate:
         """Requests to ``host`` now running."""
         state = self._hosts.get(host)
         return 0 if state is None else state.in_flight
+
+    async def aclose(self) -> None:
+        """Nothing to give back: the state lives in this process only."""
 
     def _prune(self) -> None:
         now = self._clock()

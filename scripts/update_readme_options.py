@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from crawler.options import markdown_table
+from crawler.cli.options import markdown_table
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 text = README.read_text(encoding="utf-8")

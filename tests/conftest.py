@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 
-from sitekit import HostileServer, Site, SiteServer, wait_until, wait_until_sync
+from kit.sitekit import HostileServer, Site, SiteServer, wait_until, wait_until_sync
 
 __all__ = ["wait_until", "wait_until_sync"]
 # any_db (both backends) and pg_url (a fresh PostgreSQL database) for every test module.
-pytest_plugins = ["pgkit"]  # re-exported; import them from sitekit
+pytest_plugins = ["kit.pgkit"]  # re-exported; import them from sitekit
 
 MakeSite = Callable[..., Awaitable[SiteServer]]
 

@@ -23,9 +23,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from clikit import clean_env, cli, run_cli
-from serve_site import ThreadedSite
-from sitekit import Page, Site, wait_until_sync
+from kit.clikit import clean_env, cli, run_cli
+from kit.serve_site import ThreadedSite
+from kit.sitekit import Page, Site, wait_until_sync
 
 RUN_TIMEOUT_S = 60.0
 HOLD_S = 2.5  # how long one page keeps a crawl running while a report is read
@@ -528,7 +528,7 @@ def test_a_crawl_without_a_terminal_does_not_load_rich() -> None:
     # rich (and structlog's rich tracebacks, with pygments) is memory a CI
     # run or the service never uses; it is loaded for the progress display.
     probe = (
-        "import sys, crawler.cli, crawler.runner, crawler.engine, crawler.log\n"
+        "import sys, crawler.cli.main, crawler.engine.runner, crawler.engine.loop, crawler.log\n"
         "crawler.log.configure()\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'pygments')))\n"
     )
@@ -536,7 +536,7 @@ def test_a_crawl_without_a_terminal_does_not_load_rich() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"
-    progress = "import sys, crawler.progress; print('rich.console' in sys.modules)"
+    progress = "import sys, crawler.cli.progress; print('rich.console' in sys.modules)"
     done = subprocess.run(
         [sys.executable, "-c", progress], capture_output=True, text=True, check=True, timeout=60
     )

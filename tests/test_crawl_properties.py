@@ -17,8 +17,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawlkit import crawl
-from sitekit import Page, SiteServer
+from kit.crawlkit import crawl
+from kit.sitekit import Page, SiteServer
 
 
 @dataclass(frozen=True)
@@ -118,8 +118,9 @@ def _resolves_broken(graph: Graph, idx: int) -> bool:
 async def scenario(graph: Graph, db_path: Path, concurrency: int) -> None:
     async with SiteServer({}) as main, SiteServer({}, host="127.0.0.2") as ext:
         build_sites(graph, main, ext)
-        data = await crawl(db_path, [main.url("/n0")], max_concurrency=concurrency,
-                           host_concurrency=concurrency)
+        data = await crawl(
+            db_path, [main.url("/n0")], max_concurrency=concurrency, host_concurrency=concurrency
+        )
         reachable, broken = expected(graph)
 
         fetched = main.paths_requested("GET")
@@ -133,11 +134,12 @@ async def scenario(graph: Graph, db_path: Path, concurrency: int) -> None:
 
         def label(url: str) -> str:
             if url.startswith(ext.origin):
-                return "ext:" + url[len(ext.origin):]
-            return "in:" + url[len(main.origin):]
+                return "ext:" + url[len(ext.origin) :]
+            return "in:" + url[len(main.origin) :]
 
-        reported = {label(b.url): {int(label(s)[len("in:/n"):]) for s in b.sources}
-                    for b in data.broken}
+        reported = {
+            label(b.url): {int(label(s)[len("in:/n") :]) for s in b.sources} for b in data.broken
+        }
         assert reported == broken
         assert data.crawl.state == "finished"
 

@@ -12,9 +12,10 @@ import pytest
 
 from crawler.errors import DiskFullError, ForeignDatabaseError
 from crawler.models import Discovered, Outcome, Result, ResultClass, UrlKind, UrlState
-from crawler.store import crawls, migrate
-from crawler.store.db import APPLICATION_ID, open_database
-from crawler.store.frontier import Frontier
+from crawler.store import migrate
+from crawler.store.sqlite import crawls
+from crawler.store.sqlite.db import APPLICATION_ID, open_database
+from crawler.store.sqlite.frontier import Frontier
 
 T0 = 1_000_000.0
 VIEWS = {
@@ -261,9 +262,7 @@ def test_same_frontier_retries_after_disk_full(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["my#crawl.db", "what?.db", "100%41.db"])
-def test_foreign_file_with_uri_characters_in_its_name_is_refused(
-    tmp_path: Path, name: str
-) -> None:
+def test_foreign_file_with_uri_characters_in_its_name_is_refused(tmp_path: Path, name: str) -> None:
     path = tmp_path / name
     _foreign_sqlite(path)
     before = sha256(path)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from crawlkit import comparable, crawl
-from sitekit import Page, SiteServer
+from kit.crawlkit import comparable, crawl
+from kit.sitekit import Page, SiteServer
 
 
 def gets(server: SiteServer) -> dict[str, int]:
@@ -21,8 +21,17 @@ def gets(server: SiteServer) -> dict[str, int]:
 
 async def test_every_form_of_a_url_is_requested_once(site_server, any_db: str) -> None:
     forms = [
-        "/~t", "/%7Et", "/%7et", "./~t", "x/../~t", "/~t#frag", "/~t?", "/./~t",
-        "{origin}/~t", "{upper}/~t", "/%7E%74",
+        "/~t",
+        "/%7Et",
+        "/%7et",
+        "./~t",
+        "x/../~t",
+        "/~t#frag",
+        "/~t?",
+        "/./~t",
+        "{origin}/~t",
+        "{upper}/~t",
+        "/%7E%74",
     ]
     site = {"/": Page(links=[f"/p{i}" for i in range(200)])}
     server = await site_server(site)
@@ -31,8 +40,7 @@ async def test_every_form_of_a_url_is_requested_once(site_server, any_db: str) -
         form = forms[i % len(forms)].format(origin=server.origin, upper=upper)
         site[f"/p{i}"] = Page(links=[form, "/shared.css"], assets=["/img.png"])
     site["/~t"] = Page()
-    data = await crawl(any_db, [server.url("/")], max_concurrency=64,
-                       host_concurrency=64)
+    data = await crawl(any_db, [server.url("/")], max_concurrency=64, host_concurrency=64)
     counts = server.paths_requested()
     assert counts["/~t"] == 1
     assert counts["/img.png"] == 1
@@ -44,10 +52,16 @@ async def test_every_form_of_a_url_is_requested_once(site_server, any_db: str) -
     "site",
     [
         pytest.param({"/": Page()}, id="single-page-no-links"),
-        pytest.param({"/": Page(links=["/a"]), "/a": Page(links=["/b"]), "/b": Page(links=["/"])},
-                     id="cycle"),
-        pytest.param({f"/{i}" if i else "/": Page(links=[f"/{j}" for j in range(1, 30)] + ["/"])
-                      for i in range(30)}, id="complete-graph"),
+        pytest.param(
+            {"/": Page(links=["/a"]), "/a": Page(links=["/b"]), "/b": Page(links=["/"])}, id="cycle"
+        ),
+        pytest.param(
+            {
+                f"/{i}" if i else "/": Page(links=[f"/{j}" for j in range(1, 30)] + ["/"])
+                for i in range(30)
+            },
+            id="complete-graph",
+        ),
     ],
 )
 async def test_crawl_terminates(site_server, any_db: str, site) -> None:
@@ -64,8 +78,7 @@ async def test_page_with_5000_links_terminates(site_server, any_db: str) -> None
     for link in links[::2]:
         site[link] = Page(content_type="image/png", body=b"png")
     server = await site_server(site)
-    data = await crawl(any_db, [server.url("/")], max_concurrency=64,
-                       host_concurrency=64)
+    data = await crawl(any_db, [server.url("/")], max_concurrency=64, host_concurrency=64)
     assert data.summary.links == 5001
     assert data.summary.broken == 2500
     assert len(server.records) == 5001 + 1  # every link once, HEAD or GET, and robots.txt
@@ -93,15 +106,15 @@ async def test_report_is_identical_at_concurrency_1_and_64(site_server, any_db: 
     other = await site_server({"/ext-ok": Page(links=["/never"])}, host="127.0.0.2")
     server = await site_server(_mixed_site(other))
     serial = await crawl(any_db, [server.url("/")], max_concurrency=1)
-    parallel = await crawl(any_db, [server.url("/")], max_concurrency=64,
-                           host_concurrency=64)
+    parallel = await crawl(any_db, [server.url("/")], max_concurrency=64, host_concurrency=64)
     assert comparable(serial) == comparable(parallel)
     broken = {b.url: b for b in serial.broken}
     assert server.url("/gone") in broken
     assert other.url("/ext-missing") in broken
     assert broken[server.url("/m0")].status == 404  # redirect ending in a 404
     assert "loop" in (broken[server.url("/m1")].error or "") or "itself" in (
-        broken[server.url("/m1")].error or "")
+        broken[server.url("/m1")].error or ""
+    )
     assert server.url("/r1") not in broken
     assert other.paths_requested("GET").get("/never") is None
     assert "/never" not in other.paths_requested()
@@ -123,9 +136,7 @@ async def test_head_refused_falls_back_to_get(site_server, any_db: str) -> None:
     assert data.summary.broken == 0
 
 
-async def test_host_concurrency_holds_while_other_hosts_proceed(
-    site_server, any_db: str
-) -> None:
+async def test_host_concurrency_holds_while_other_hosts_proceed(site_server, any_db: str) -> None:
     slow_a = {f"/a{i}": Page(delay_s=0.05) for i in range(24)}
     slow_b = {f"/b{i}": Page(delay_s=0.05) for i in range(24)}
     host_b = await site_server(slow_b, host="127.0.0.2")
@@ -160,8 +171,12 @@ async def test_non_http_links_are_skipped_not_broken(site_server, any_db: str) -
 
 
 async def test_max_depth_bounds_the_crawl(site_server, any_db: str) -> None:
-    site = {"/": Page(links=["/1"]), "/1": Page(links=["/2"]), "/2": Page(links=["/3"]),
-            "/3": Page()}
+    site = {
+        "/": Page(links=["/1"]),
+        "/1": Page(links=["/2"]),
+        "/2": Page(links=["/3"]),
+        "/3": Page(),
+    }
     server = await site_server(site)
     data = await crawl(any_db, [server.url("/")], max_depth=1)
     assert gets(server) == {"/": 1, "/1": 1}
@@ -170,11 +185,13 @@ async def test_max_depth_bounds_the_crawl(site_server, any_db: str) -> None:
 
 
 async def test_exclude_and_no_follow(site_server, any_db: str) -> None:
-    site = {"/": Page(links=["/private/x", "/archive/", "/ok"]),
-            "/archive/": Page(links=["/archive/old"]), "/ok": Page()}
+    site = {
+        "/": Page(links=["/private/x", "/archive/", "/ok"]),
+        "/archive/": Page(links=["/archive/old"]),
+        "/ok": Page(),
+    }
     server = await site_server(site)
-    data = await crawl(any_db, [server.url("/")], exclude=["/private/"],
-                       no_follow=["/archive/"])
+    data = await crawl(any_db, [server.url("/")], exclude=["/private/"], no_follow=["/archive/"])
     requested = server.paths_requested()
     assert "/private/x" not in requested
     assert requested["/archive/"] == 1

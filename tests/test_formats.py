@@ -37,14 +37,16 @@ from markdown_it import MarkdownIt
 
 from crawler import __version__, report, urls
 from crawler.errors import FailureKind
-from crawler.formats import jsonl as jsonl_format
-from crawler.formats import markdown as markdown_format
-from crawler.store import db, results
-from crawler.store.crawls import CrawlRecord
+from crawler.models import CrawlRecord
+from crawler.report import jsonl as jsonl_format
+from crawler.report import markdown as markdown_format
+from crawler.report import model
+from crawler.store.sqlite import db, results
+from crawler.store.sqlite import report as sqlite_report
 
-from browser import INSTALL_TIMEOUT_S, chromium_or_skip, dump_dom
-from crawlkit import crawl
-from sitekit import Page, SiteServer
+from kit.browser import INSTALL_TIMEOUT_S, chromium_or_skip, dump_dom
+from kit.crawlkit import crawl
+from kit.sitekit import Page, SiteServer
 
 SCHEMAS = Path(__file__).parent / "schemas"
 ODD_LINK = '/odd"<b>|x,ü'  # a broken link with characters to escape
@@ -173,7 +175,7 @@ def test_the_crawl_has_what_the_formats_must_show(crawled: Crawled) -> None:
     assert kinds[crawled.url("/self")] == FailureKind.REDIRECT_LOOP
     assert kinds[crawled.url("/via-redirect")] == FailureKind.HTTP_STATUS  # ends in a 404
     assert kinds[crawled.url("/bad-redirect")] == FailureKind.INVALID_RESPONSE
-    assert kinds[crawled.url("/page2") + "#nowhere"] == results.FRAGMENT_KIND
+    assert kinds[crawled.url("/page2") + "#nowhere"] == model.FRAGMENT_KIND
     odd = next(e for e in data.edges if e.url == crawled.url("/bad-redirect"))
     assert BAD_LOCATION in (odd.error or "")  # raw characters reach the formats here
     assert {e.elements for e in data.edges if e.url.endswith("/missing.png")} == {("img",)}
@@ -188,15 +190,15 @@ def test_edges_and_broken_links_are_the_same_rows(crawled: Crawled) -> None:
 
 
 def test_load_reads_only_what_the_format_needs(reader: sqlite3.Connection) -> None:
-    text_data = report.load(reader, None, "text")
+    text_data = sqlite_report.load(reader, None, "text")
     assert text_data.pages is None
     assert text_data.results is None
     with pytest.raises(ValueError, match=r"report\.load\(conn, crawl_id, fmt\)"):
         report.render(text_data, "junit")
     with pytest.raises(ValueError, match="results"):
         report.render(text_data, "jsonl")
-    assert report.load(reader, None, "junit").pages is not None
-    assert report.load(reader, None, "jsonl").results is not None
+    assert sqlite_report.load(reader, None, "junit").pages is not None
+    assert sqlite_report.load(reader, None, "jsonl").results is not None
 
 
 # ---------------------------------------------------------------------------
@@ -338,7 +340,7 @@ def test_jsonl_has_one_line_per_checked_url(crawled: Crawled, reader: sqlite3.Co
     s = crawled.data.summary
     for name in ("ok", "redirected", "skipped", "excluded", "blocked"):
         assert classes[name] == getattr(s, name), name
-    fragments = {e.url for e in crawled.data.edges if e.kind == results.FRAGMENT_KIND}
+    fragments = {e.url for e in crawled.data.edges if e.kind == model.FRAGMENT_KIND}
     assert classes["broken"] == s.broken - len(fragments)  # a #fragment is a link, not a URL
     by_url = {r["url"]: r for r in records}
     assert by_url["mailto:someone@example.org"]["class"] == "skipped"
@@ -777,20 +779,18 @@ def hostile_data() -> report.ReportData:
         finished_at=None,
         elapsed_s=1.5,
     )
-    summary = results.Summary(
+    summary = model.Summary(
         pages=2, links=3, ok=1, redirected=0, broken=2, skipped=0, excluded=0, pending=4
     )
     broken = [
-        results.BrokenLink("javascript:alert(1)", None, "invalid URL", []),
-        results.BrokenLink(HOSTILE_URL, 404, HOSTILE_ERROR, [HOSTILE_SOURCE]),
+        model.BrokenLink("javascript:alert(1)", None, "invalid URL", []),
+        model.BrokenLink(HOSTILE_URL, 404, HOSTILE_ERROR, [HOSTILE_SOURCE]),
     ]
     edges = [
-        results.BrokenEdge("javascript:alert(1)", None, "invalid URL", "invalid_url", None, ()),
-        results.BrokenEdge(HOSTILE_URL, 404, HOSTILE_ERROR, "http_status", HOSTILE_SOURCE, ("a",)),
+        model.BrokenEdge("javascript:alert(1)", None, "invalid URL", "invalid_url", None, ()),
+        model.BrokenEdge(HOSTILE_URL, 404, HOSTILE_ERROR, "http_status", HOSTILE_SOURCE, ("a",)),
     ]
-    rows = [
-        results.ResultRow(1, HOSTILE_URL, "broken", 404, HOSTILE_ERROR, None, 3, 1_700_000_001.0)
-    ]
+    rows = [model.ResultRow(1, HOSTILE_URL, "broken", 404, HOSTILE_ERROR, None, 3, 1_700_000_001.0)]
     return report.ReportData(
         crawl_record,
         summary,

@@ -18,18 +18,10 @@ from typing import Any
 
 import pytest
 
-from crawler.models import (
-    Discovered,
-    LeasedUrl,
-    Outcome,
-    Result,
-    ResultClass,
-    UrlKind,
-    UrlState,
-)
-from crawler.store import crawls
-from crawler.store.db import open_database
-from crawler.store.frontier import Frontier
+from crawler.models import Discovered, LeasedUrl, Outcome, Result, ResultClass, UrlKind, UrlState
+from crawler.store.sqlite import crawls
+from crawler.store.sqlite.db import open_database
+from crawler.store.sqlite.frontier import Frontier
 
 T0 = 1_000_000.0
 TTL = 30.0
@@ -915,7 +907,7 @@ def test_links_to_pages_crawled_ok_are_settled_the_rest_stay_open(
 
 def test_counters_kept_by_triggers_agree_with_a_scan(conn: sqlite3.Connection) -> None:
     """crawl_count (summary's source) against counting every row, through every kind of write."""
-    from crawler.store import results
+    from crawler.store.sqlite import results
 
     def both(crawl_id: int) -> tuple[results.Summary, results.Summary]:
         kept = results.summary(conn, crawl_id)

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from crawler.models import Discovered, LeasedUrl, Outcome, Result, ResultClass, UrlKind
-from crawler.store import crawls
-from crawler.store.db import open_database
-from crawler.store.frontier import Frontier
+from crawler.store.sqlite import crawls
+from crawler.store.sqlite.db import open_database
+from crawler.store.sqlite.frontier import Frontier
 
 KEYS = [f"http://h{i % 3}.test/p{i}" for i in range(30)]
 OWNERS = ["x", "y", "z"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from crawlkit import crawl
-from sitekit import (
+from kit.crawlkit import crawl
+from kit.sitekit import (
     BIG_HTML_FIRST_LINK,
     BIG_HTML_LAST_LINK,
     DEEP_LINK,
@@ -50,8 +50,15 @@ async def test_every_hostile_behaviour_is_a_recorded_failure(
     long_url = hostile.url("/ok/" + "x" * 100_000)
     links = [hostile.url(name) for name in [*HOSTILE, *FINE]] + [long_url]
     server = await site_server({"/": Page(links=links)})
-    data = await crawl(tmp_path / "c.db", [server.url("/")], scope="domain", timeout_s=2,
-                       max_body_bytes=2_000_000, max_concurrency=32, host_concurrency=32)
+    data = await crawl(
+        tmp_path / "c.db",
+        [server.url("/")],
+        scope="domain",
+        timeout_s=2,
+        max_body_bytes=2_000_000,
+        max_concurrency=32,
+        host_concurrency=32,
+    )
     broken = {b.url: b for b in data.broken}
     for name, message in HOSTILE.items():
         url = hostile.url(name)

@@ -10,8 +10,8 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from crawlkit import crawl
-from sitekit import Page, SiteServer, page_html
+from kit.crawlkit import crawl
+from kit.sitekit import Page, SiteServer, page_html
 
 
 def broken_urls(data) -> dict[str, list[str]]:
@@ -23,9 +23,17 @@ async def test_missing_anchor_is_broken_and_existing_is_not(site_server, tmp_pat
         {"/doc": Page(body='<h2 id="there">x</h2><a name="named">y</a>')}, host="127.0.0.2"
     )
     site = {
-        "/": Page(links=["/target#present", "/target#absent", "/target#top",
-                         "/target#:~:text=hello", other.url("/doc#there"),
-                         other.url("/doc#named"), other.url("/doc#nowhere")]),
+        "/": Page(
+            links=[
+                "/target#present",
+                "/target#absent",
+                "/target#top",
+                "/target#:~:text=hello",
+                other.url("/doc#there"),
+                other.url("/doc#named"),
+                other.url("/doc#nowhere"),
+            ]
+        ),
         "/target": Page(body='<p id="present">here</p>'),
     }
     server = await site_server(site)
@@ -51,8 +59,9 @@ async def test_retry_after_pauses_the_host_and_is_not_broken(tmp_path: Path) -> 
     async def handler(request: web.Request) -> web.Response:
         arrivals.append((time.monotonic(), request.path))
         if request.path == "/":
-            return web.Response(text=page_html(["/limited", "/a", "/b", "/c"]),
-                                content_type="text/html")
+            return web.Response(
+                text=page_html(["/limited", "/a", "/b", "/c"]), content_type="text/html"
+            )
         if request.path == "/limited" and len(answered_429) < 2:
             answered_429.append(time.monotonic())
             return web.Response(status=429, headers={"Retry-After": "1"})
@@ -61,8 +70,13 @@ async def test_retry_after_pauses_the_host_and_is_not_broken(tmp_path: Path) -> 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handler)
     async with TestServer(app, host="127.0.0.1") as server:
-        data = await crawl(tmp_path / "c.db", [str(server.make_url("/"))], max_retries=3,
-                           host_concurrency=1, robots=False)
+        data = await crawl(
+            tmp_path / "c.db",
+            [str(server.make_url("/"))],
+            max_retries=3,
+            host_concurrency=1,
+            robots=False,
+        )
     assert data.broken == []
     assert [path for _, path in arrivals].count("/limited") == 3
     for paused_at in answered_429:
@@ -72,10 +86,10 @@ async def test_retry_after_pauses_the_host_and_is_not_broken(tmp_path: Path) -> 
 
 async def test_robots_txt_disallowed_pages_are_not_requested(site_server, tmp_path: Path) -> None:
     site = {
-        "/robots.txt": Page(body="User-agent: *\nDisallow: /private/\n",
-                            content_type="text/plain"),
+        "/robots.txt": Page(body="User-agent: *\nDisallow: /private/\n", content_type="text/plain"),
         "/": Page(links=["/private/secret", "/public"]),
-        "/public": Page(), "/private/secret": Page(),
+        "/public": Page(),
+        "/private/secret": Page(),
     }
     server = await site_server(site)
     data = await crawl(tmp_path / "c.db", [server.url("/")])
@@ -100,16 +114,24 @@ async def test_meta_and_header_nofollow_stop_discovery(site_server, tmp_path: Pa
 
 
 async def test_sitemap_seeds_reach_an_orphan_page(site_server, tmp_path: Path) -> None:
-    site: dict[str, Page] = {"/": Page(), "/orphan": Page(links=["/orphan-child"]),
-                             "/orphan-child": Page()}
+    site: dict[str, Page] = {
+        "/": Page(),
+        "/orphan": Page(links=["/orphan-child"]),
+        "/orphan-child": Page(),
+    }
     server = await site_server(site)
-    urlset = ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-              f"<url><loc>{server.url('/orphan')}</loc></url></urlset>")
-    index = ('<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-             f"<sitemap><loc>{server.url('/pages.xml.gz')}</loc></sitemap></sitemapindex>")
+    urlset = (
+        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f"<url><loc>{server.url('/orphan')}</loc></url></urlset>"
+    )
+    index = (
+        '<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f"<sitemap><loc>{server.url('/pages.xml.gz')}</loc></sitemap></sitemapindex>"
+    )
     site["/sitemap.xml"] = Page(body=index, content_type="application/xml")
-    site["/pages.xml.gz"] = Page(body=gzip.compress(urlset.encode()),
-                                 content_type="application/gzip")
+    site["/pages.xml.gz"] = Page(
+        body=gzip.compress(urlset.encode()), content_type="application/gzip"
+    )
     data = await crawl(tmp_path / "c.db", [server.url("/")], sitemaps=[server.url("/sitemap.xml")])
     assert server.count("/orphan-child") == 1
     assert data.summary.pages == 3
@@ -119,15 +141,19 @@ async def test_robots_sitemaps_with_use_sitemaps(site_server, tmp_path: Path) ->
     site: dict[str, Page] = {"/": Page(), "/orphan": Page()}
     server = await site_server(site)
     site["/robots.txt"] = Page(body=f"Sitemap: {server.url('/s.xml')}\n", content_type="text/plain")
-    site["/s.xml"] = Page(body=f"<urlset><url><loc>{server.url('/orphan')}</loc></url></urlset>",
-                          content_type="application/xml")
+    site["/s.xml"] = Page(
+        body=f"<urlset><url><loc>{server.url('/orphan')}</loc></url></urlset>",
+        content_type="application/xml",
+    )
     await crawl(tmp_path / "c.db", [server.url("/")], use_sitemaps=True)
     assert server.count("/orphan") == 1
 
 
 async def test_hostile_sitemap_is_skipped_not_fatal(site_server, tmp_path: Path) -> None:
-    bomb = ('<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
-            '<!ENTITY lol2 "&lol;&lol;&lol;&lol;">]><urlset><url><loc>&lol2;</loc></url></urlset>')
+    bomb = (
+        '<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+        '<!ENTITY lol2 "&lol;&lol;&lol;&lol;">]><urlset><url><loc>&lol2;</loc></url></urlset>'
+    )
     site = {"/": Page(), "/bomb.xml": Page(body=bomb, content_type="application/xml")}
     server = await site_server(site)
     data = await crawl(tmp_path / "c.db", [server.url("/")], sitemaps=[server.url("/bomb.xml")])
@@ -136,10 +162,14 @@ async def test_hostile_sitemap_is_skipped_not_fatal(site_server, tmp_path: Path)
 
 
 async def test_bot_walls_are_blocked_not_broken(site_server, tmp_path: Path) -> None:
-    other = await site_server({
-        "/li": Page(status=999), "/cf": Page(status=403, headers={"cf-mitigated": "challenge"}),
-        "/gone": Page(status=404),
-    }, host="127.0.0.2")
+    other = await site_server(
+        {
+            "/li": Page(status=999),
+            "/cf": Page(status=403, headers={"cf-mitigated": "challenge"}),
+            "/gone": Page(status=404),
+        },
+        host="127.0.0.2",
+    )
     server = await site_server({"/": Page(links=[other.url(p) for p in ("/li", "/cf", "/gone")])})
     data = await crawl(tmp_path / "c.db", [server.url("/")])
     assert list(broken_urls(data)) == [other.url("/gone")]
@@ -149,8 +179,9 @@ async def test_bot_walls_are_blocked_not_broken(site_server, tmp_path: Path) -> 
 
 
 async def test_accept_ranges(site_server, tmp_path: Path) -> None:
-    other = await site_server({"/forbidden": Page(status=403), "/teapot": Page(status=418)},
-                              host="127.0.0.2")
+    other = await site_server(
+        {"/forbidden": Page(status=403), "/teapot": Page(status=418)}, host="127.0.0.2"
+    )
     server = await site_server({"/": Page(links=[other.url("/forbidden"), other.url("/teapot")])})
     data = await crawl(tmp_path / "c.db", [server.url("/")], accept=["200..=299, 403"])
     assert list(broken_urls(data)) == [other.url("/teapot")]
@@ -173,14 +204,20 @@ async def test_local_directory_is_crawled_as_a_site(site_server, tmp_path: Path)
     public = tmp_path / "public"
     (public / "docs").mkdir(parents=True)
     (public / "index.html").write_text(
-        page_html(["/docs/", "docs/missing.html", external.url("/ok"), external.url("/gone")],
-                  ["/logo.png"]))
+        page_html(
+            ["/docs/", "docs/missing.html", external.url("/ok"), external.url("/gone")],
+            ["/logo.png"],
+        )
+    )
     (public / "docs" / "index.html").write_text(page_html(["../index.html", "/nope/"]))
     (public / "logo.png").write_bytes(b"png")
     data = await crawl(tmp_path / "c.db", [str(public)])
     broken = broken_urls(data)
-    assert set(broken) == {"http://local.invalid/docs/missing.html",
-                           "http://local.invalid/nope/", external.url("/gone")}
+    assert set(broken) == {
+        "http://local.invalid/docs/missing.html",
+        "http://local.invalid/nope/",
+        external.url("/gone"),
+    }
     assert broken["http://local.invalid/nope/"] == ["http://local.invalid/docs/"]
     assert external.count("/ok") == 1
     assert data.summary.pages == 3  # /, /docs/ and /index.html (a URL of its own)
@@ -201,8 +238,10 @@ async def test_max_cache_age_reuses_fine_external_results(site_server, tmp_path:
 
 async def test_in_scope_css_is_parsed(site_server, tmp_path: Path) -> None:
     site = {
-        "/": Page(body='<link rel="stylesheet" href="/s.css"><div style="background:url(/a.png)">'
-                       '<style>@import "/other.css";</style>'),
+        "/": Page(
+            body='<link rel="stylesheet" href="/s.css"><div style="background:url(/a.png)">'
+            '<style>@import "/other.css";</style>'
+        ),
         "/s.css": Page(body="body{background:url('/img/bg.png')}", content_type="text/css"),
         "/a.png": Page(content_type="image/png", body=b"x"),
         "/other.css": Page(body="", content_type="text/css"),
@@ -218,8 +257,9 @@ async def test_basic_auth_and_headers_per_host(tmp_path: Path) -> None:
     seen: list[tuple[str, str | None, str | None]] = []
 
     async def handler(request: web.Request) -> web.Response:
-        seen.append((request.path, request.headers.get("Authorization"),
-                     request.headers.get("X-Team")))
+        seen.append(
+            (request.path, request.headers.get("Authorization"), request.headers.get("X-Team"))
+        )
         if request.path == "/":
             return web.Response(text=page_html(["/secret"]), content_type="text/html")
         if request.headers.get("Authorization") != "Basic dXNlcjpwYXNz":
@@ -230,16 +270,21 @@ async def test_basic_auth_and_headers_per_host(tmp_path: Path) -> None:
     app.router.add_route("*", "/{tail:.*}", handler)
     async with TestServer(app, host="127.0.0.1") as server:
         host = server.make_url("/").host
-        data = await crawl(tmp_path / "c.db", [str(server.make_url("/"))], robots=False,
-                           basic_auth=["/secret user:pass"],
-                           hosts={host: {"headers": {"X-Team": "qa"}}})
+        data = await crawl(
+            tmp_path / "c.db",
+            [str(server.make_url("/"))],
+            robots=False,
+            basic_auth=["/secret user:pass"],
+            hosts={host: {"headers": {"X-Team": "qa"}}},
+        )
     assert data.broken == []
     assert ("/", None, "qa") in seen
 
 
 async def test_host_request_interval_spaces_requests(tmp_path: Path, site_server) -> None:
-    server = await site_server({"/": Page(links=[f"/p{i}" for i in range(5)]),
-                                **{f"/p{i}": Page() for i in range(5)}})
+    server = await site_server(
+        {"/": Page(links=[f"/p{i}" for i in range(5)]), **{f"/p{i}": Page() for i in range(5)}}
+    )
     arrivals: list[float] = []
     arrive = server._arrive
 
@@ -263,8 +308,7 @@ async def test_method_get_checks_with_get(site_server, tmp_path: Path) -> None:
 
 async def test_cookie_jar_is_read_and_written(tmp_path: Path) -> None:
     jar = tmp_path / "cookies.txt"
-    jar.write_text("# Netscape HTTP Cookie File\n"
-                   "127.0.0.1\tFALSE\t/\tFALSE\t0\tsession\tabc\n")
+    jar.write_text("# Netscape HTTP Cookie File\n127.0.0.1\tFALSE\t/\tFALSE\t0\tsession\tabc\n")
     received: list[str | None] = []
 
     async def handler(request: web.Request) -> web.Response:
@@ -276,8 +320,9 @@ async def test_cookie_jar_is_read_and_written(tmp_path: Path) -> None:
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handler)
     async with TestServer(app, host="127.0.0.1") as server:
-        await crawl(tmp_path / "c.db", [str(server.make_url("/"))], robots=False,
-                    cookie_jar=str(jar))
+        await crawl(
+            tmp_path / "c.db", [str(server.make_url("/"))], robots=False, cookie_jar=str(jar)
+        )
     assert received == ["abc"]
     assert "fresh" in jar.read_text()
 
@@ -292,8 +337,9 @@ async def test_allow_network_lets_a_private_network_through(site_server, tmp_pat
     public.mkdir()
     by_name = server.url("/y").replace("127.0.0.1", "localhost")
     (public / "index.html").write_text(page_html([server.url("/x"), by_name]))
-    data = await crawl(tmp_path / "c.db", [str(public)], exclude_all_private=True,
-                       allow_networks=["127.0.0.0/8"])
+    data = await crawl(
+        tmp_path / "c.db", [str(public)], exclude_all_private=True, allow_networks=["127.0.0.0/8"]
+    )
     assert server.count("/x") == 1  # the IP literal
     assert server.count("/y") == 1  # the name, after DNS
     assert data.summary.excluded == 0

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from crawler import cli, options
+from crawler.cli import main as cli
+from crawler.cli import options
 from crawler.config import CrawlSettings, RunOptions
 from crawler.errors import UsageError
 
@@ -17,8 +18,9 @@ CONFIG_ONLY = {"hosts", "lease_ttl_s", "lease_batch", "max_retry_after_s"}
 
 def test_readme_option_table_is_generated_from_the_code() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"<!-- options-table:start -->\n(.*?)<!-- options-table:end -->", readme,
-                      re.S)
+    match = re.search(
+        r"<!-- options-table:start -->\n(.*?)<!-- options-table:end -->", readme, re.S
+    )
     assert match, "README lost its options table markers"
     assert match.group(1) == options.markdown_table()
 
@@ -45,8 +47,10 @@ def test_help_lists_every_flag_with_its_default() -> None:
 
 def test_precedence_defaults_file_environment_flags(tmp_path: Path) -> None:
     config = tmp_path / "crawler.toml"
-    config.write_text('max_concurrency = 5\nhost_concurrency = 3\ntimeout_s = 7\n'
-                      'db = "from-file.db"\n[hosts."example.org"]\nconcurrency = 1\n')
+    config.write_text(
+        "max_concurrency = 5\nhost_concurrency = 3\ntimeout_s = 7\n"
+        'db = "from-file.db"\n[hosts."example.org"]\nconcurrency = 1\n'
+    )
     env = {"CRAWLER_HOST_CONCURRENCY": "4", "CRAWLER_TIMEOUT_S": "8", "CRAWLER_TOKEN": "x"}
     settings, run = options.resolve({"timeout_s": 9.0}, str(config), env)
     assert settings.max_concurrency == 5  # file
@@ -80,8 +84,12 @@ def test_unreadable_config_file_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_environment_lists_booleans_and_durations() -> None:
-    env = {"CRAWLER_EXCLUDE": '["a", "b"]', "CRAWLER_INCLUDE": "only",
-           "CRAWLER_INCLUDE_FRAGMENTS": "yes", "CRAWLER_MAX_CACHE_AGE_S": "2h"}
+    env = {
+        "CRAWLER_EXCLUDE": '["a", "b"]',
+        "CRAWLER_INCLUDE": "only",
+        "CRAWLER_INCLUDE_FRAGMENTS": "yes",
+        "CRAWLER_MAX_CACHE_AGE_S": "2h",
+    }
     settings, _ = options.resolve({}, None, env)
     assert settings.exclude == ["a", "b"]
     assert settings.include == ["only"]
@@ -91,8 +99,9 @@ def test_environment_lists_booleans_and_durations() -> None:
         options.resolve({}, None, {"CRAWLER_INSECURE": "maybe"})
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("15m", 900), ("1d", 86400),
-                                               ("1.5h", 5400), ("2w", 1209600)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90", 90), ("15m", 900), ("1d", 86400), ("1.5h", 5400), ("2w", 1209600)]
+)
 def test_durations(text: str, seconds: float) -> None:
     assert options.parse_duration(text) == seconds
 

@@ -7,16 +7,16 @@ import signal
 
 import pytest
 
-from crawler import engine
 from crawler.config import CrawlSettings
+from crawler.engine import loop as engine
+from crawler.engine.parse_pool import ParsePool
 from crawler.fetch_types import Fetched
 from crawler.models import LeasedUrl, UrlKind
 from crawler.outcome import parse_body
-from crawler.parse_pool import ParsePool
 from crawler.scope import Scope
 
-from crawlkit import comparable, crawl
-from sitekit import Page, page_html
+from kit.crawlkit import comparable, crawl
+from kit.sitekit import Page, page_html
 
 BOUND_S = 30.0
 BASE = "http://127.0.0.1:8000/docs/a/page.html"
@@ -107,11 +107,11 @@ def test_helper_exits_when_its_crawler_is_gone() -> None:
     import subprocess
     import sys
 
-    from crawler import parse_child
+    from crawler.engine import parse_child
 
     scope = Scope.build(CrawlSettings(), ["http://127.0.0.1:8000/"])
     child = subprocess.Popen(
-        [sys.executable, "-m", "crawler.parse_child"],
+        [sys.executable, "-m", "crawler.engine.parse_child"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )

@@ -24,13 +24,13 @@ import pytest
 
 from crawler.errors import ForeignDatabaseError
 from crawler.models import Discovered, LeasedUrl, Outcome, Result, ResultClass, UrlKind, UrlState
-from crawler.politeness_pg import SharedHostGate
 from crawler.store.postgres import crawls as pg_crawls
 from crawler.store.postgres import schema
 from crawler.store.postgres.frontier import PostgresFrontier
 from crawler.store.postgres.gate import Want
+from crawler.store.postgres.host_gate import SharedHostGate
 
-from pgkit import pg_url  # noqa: F401 - fixture
+from kit.pgkit import pg_url  # noqa: F401 - fixture
 
 T0 = 1_000_000.0
 TTL = 30.0

@@ -22,22 +22,16 @@ from typing import Any
 
 import pytest
 
-import clikit
-from clikit import clean_env, cli
-from pgkit import pg_url, run_async  # noqa: F401 - fixture
-from serve_site import ThreadedSite
-from sitekit import Page, Site, wait_until_sync
+from kit import clikit
+from kit.clikit import clean_env, cli
+from kit.pgkit import pg_url, run_async  # noqa: F401 - fixture
+from kit.serve_site import ThreadedSite
+from kit.sitekit import Page, Site, wait_until_sync
 
 RUN_TIMEOUT_S = 120.0
 HOST_CONCURRENCY = 4
 WORKER_CONCURRENCY = 8
 TIMING_FIELDS = frozenset({"started_at", "finished_at", "elapsed_s"})
-
-
-
-
-
-
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from clikit import clean_env, cli
-from serve_site import ThreadedSite
-from sitekit import Page, wait_until_sync
+from kit.clikit import clean_env, cli
+from kit.serve_site import ThreadedSite
+from kit.sitekit import Page, wait_until_sync
 
 PAGES = 240
 CONCURRENCY = 4
@@ -44,13 +44,21 @@ def site() -> Iterator[ThreadedSite]:
         yield server
 
 
-
-
-
-
 def _crawl_args(site: ThreadedSite, db: Path, *extra: str) -> list[str]:
-    return cli("crawl", site.url("/"), "--db", str(db), "-n", "-f", "json",
-                "--max-concurrency", str(CONCURRENCY), "--max-retries", "0", *extra)
+    return cli(
+        "crawl",
+        site.url("/"),
+        "--db",
+        str(db),
+        "-n",
+        "-f",
+        "json",
+        "--max-concurrency",
+        str(CONCURRENCY),
+        "--max-retries",
+        "0",
+        *extra,
+    )
 
 
 def _comparable(report: dict[str, Any]) -> dict[str, Any]:
@@ -60,8 +68,14 @@ def _comparable(report: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def reference(site: ThreadedSite, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     db = tmp_path_factory.mktemp("ref") / "c.db"
-    done = subprocess.run(_crawl_args(site, db), capture_output=True, text=True,
-                          timeout=RUN_BOUND_S, env=clean_env(), check=False)
+    done = subprocess.run(
+        _crawl_args(site, db),
+        capture_output=True,
+        text=True,
+        timeout=RUN_BOUND_S,
+        env=clean_env(),
+        check=False,
+    )
     assert done.returncode == 2, done.stderr
     return json.loads(done.stdout)
 
@@ -78,16 +92,20 @@ def _leased_paths(db: Path, site: ThreadedSite, pid: int | None = None) -> set[s
     try:
         rows = conn.execute(
             "SELECT u.url FROM url u LEFT JOIN worker w ON w.token = u.lease_owner "
-            "WHERE u.state = 1 AND (? IS NULL OR w.pid = ?)", (pid, pid)
+            "WHERE u.state = 1 AND (? IS NULL OR w.pid = ?)",
+            (pid, pid),
         ).fetchall()
     finally:
         conn.close()
-    return {url[len(site.origin):] for (url,) in rows}
+    return {url[len(site.origin) :] for (url,) in rows}
 
 
 def _kill_after(site: ThreadedSite, proc: subprocess.Popen[str], requests: int) -> None:
-    wait_until_sync(lambda: site.request_count() >= requests or proc.poll() is not None,
-                    timeout=60, message=f"{requests} requests")
+    wait_until_sync(
+        lambda: site.request_count() >= requests or proc.poll() is not None,
+        timeout=60,
+        message=f"{requests} requests",
+    )
     assert proc.poll() is None, "the crawl ended before the kill"
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
@@ -98,14 +116,34 @@ def test_two_resumes_cooperate_on_one_frontier(
 ) -> None:
     db = tmp_path / "c.db"
     site.reset()
-    first = subprocess.Popen(_crawl_args(site, db), stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, text=True, env=clean_env())
+    first = subprocess.Popen(
+        _crawl_args(site, db),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=clean_env(),
+    )
     _kill_after(site, first, 60)
     leased_at_kill = _leased_paths(db, site)
     resumes = [
-        subprocess.Popen(cli("resume", "--db", str(db), "-n", "-f", "json", "--log-level",
-                              "info", "--log-format", "json"),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
+        subprocess.Popen(
+            cli(
+                "resume",
+                "--db",
+                str(db),
+                "-n",
+                "-f",
+                "json",
+                "--log-level",
+                "info",
+                "--log-format",
+                "json",
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=clean_env(),
+        )
         for _ in range(2)
     ]
     outputs = [proc.communicate(timeout=RUN_BOUND_S) for proc in resumes]
@@ -127,10 +165,18 @@ def test_a_killed_worker_loses_nothing(
 ) -> None:
     db = tmp_path / "c.db"
     site.reset()
-    main = subprocess.Popen(_crawl_args(site, db, "--workers", "3"), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=clean_env())
-    wait_until_sync(lambda: len(_children(main.pid)) == 2 and site.request_count() >= 40,
-                    timeout=60, message="two workers running")
+    main = subprocess.Popen(
+        _crawl_args(site, db, "--workers", "3"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    wait_until_sync(
+        lambda: len(_children(main.pid)) == 2 and site.request_count() >= 40,
+        timeout=60,
+        message="two workers running",
+    )
     victim = _children(main.pid)[0]
     os.kill(victim, signal.SIGKILL)
     leased_by_victim = _leased_paths(db, site, victim)
@@ -159,8 +205,12 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs, grown later with ``remount``; skipped where mounting is not allowed."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                          capture_output=True, text=True, check=False)
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if made.returncode != 0:
         pytest.skip(f"cannot mount a small filesystem here: {made.stderr.strip()}")
     try:
@@ -175,8 +225,14 @@ def test_disk_full_stops_cleanly_and_resume_completes(
     db = small_disk / "c.db"
     ballast = small_disk / "ballast"
     ballast.write_bytes(b"\0" * 700_000)  # leaves room to start, not to finish
-    full = subprocess.run(_crawl_args(site, db), capture_output=True, text=True,
-                          timeout=RUN_BOUND_S, env=clean_env(), check=False)
+    full = subprocess.run(
+        _crawl_args(site, db),
+        capture_output=True,
+        text=True,
+        timeout=RUN_BOUND_S,
+        env=clean_env(),
+        check=False,
+    )
     assert full.returncode == 1, full.stderr
     assert "disk full" in full.stderr
     assert "crawler resume" in full.stderr
@@ -188,8 +244,13 @@ def test_disk_full_stops_cleanly_and_resume_completes(
         conn.close()
     ballast.unlink()
     subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
-    resumed = subprocess.run(cli("resume", "--db", str(db), "-n", "-f", "json"),
-                             capture_output=True, text=True, timeout=RUN_BOUND_S, env=clean_env(),
-                             check=False)
+    resumed = subprocess.run(
+        cli("resume", "--db", str(db), "-n", "-f", "json"),
+        capture_output=True,
+        text=True,
+        timeout=RUN_BOUND_S,
+        env=clean_env(),
+        check=False,
+    )
     assert resumed.returncode == 2, resumed.stderr
     assert _comparable(json.loads(resumed.stdout)) == _comparable(reference)

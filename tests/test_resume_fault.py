@@ -30,10 +30,10 @@ from typing import Any
 
 import pytest
 
-from clikit import clean_env, cli, run_cli
-from pgkit import done_urls, integrity
-from serve_site import ThreadedSite
-from sitekit import Page, Site, wait_until_sync
+from kit.clikit import clean_env, cli, run_cli
+from kit.pgkit import done_urls, integrity
+from kit.serve_site import ThreadedSite
+from kit.sitekit import Page, Site, wait_until_sync
 
 MAX_CONCURRENCY = 4
 PAGES = 300
@@ -152,12 +152,6 @@ def reference(sites: Sites, tmp_path_factory: pytest.TempPathFactory) -> Referen
 # ---------------------------------------------------------------------------
 
 CRAWL_FLAGS = ("-f", "json", "-n", "--max-concurrency", str(MAX_CONCURRENCY), "--max-retries", "0")
-
-
-
-
-
-
 
 
 def start_crawl(sites: Sites, db: str | Path, cwd: Path | None = None) -> subprocess.Popen[str]:

@@ -1,4 +1,4 @@
-"""Tests of the loopback test-server kit itself (tests/sitekit.py)."""
+"""Tests of the loopback test-server kit itself (tests/kit/sitekit.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 import aiohttp
 import pytest
 
-from sitekit import (
+from kit.sitekit import (
     BIG_HTML_FIRST_LINK,
     BIG_HTML_LAST_LINK,
     DEEP_LINK,

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from crawler import engine, runner
 from crawler.config import CrawlSettings
+from crawler.engine import runner
+from crawler.store.sqlite import store as sqlite_store
 
-from sitekit import Page, wait_until
+from kit.sitekit import Page, wait_until
 
 LIMIT = 256 * 1024
 # The check runs before each group commit, so one commit may pass the limit.
@@ -21,16 +22,17 @@ SLACK = 4 * 1024 * 1024
 def _site(pages: int) -> dict[str, Page]:
     site = {"/": Page(links=[f"/p{i}" for i in range(pages)])}
     for i in range(pages):
-        site[f"/p{i}"] = Page(links=[f"/p{(i * 7 + j) % pages}" for j in range(1, 6)] +
-                              [f"/missing{i}"])
+        site[f"/p{i}"] = Page(
+            links=[f"/p{(i * 7 + j) % pages}" for j in range(1, 6)] + [f"/missing{i}"]
+        )
     return site
 
 
 async def test_wal_bounded_while_a_reader_holds_a_snapshot(
     site_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine, "WAL_LIMIT_BYTES", LIMIT)
-    monkeypatch.setattr(engine, "WAL_CHECK_EVERY_S", 0.0)
+    monkeypatch.setattr(sqlite_store, "WAL_LIMIT_BYTES", LIMIT)
+    monkeypatch.setattr(sqlite_store, "WAL_CHECK_EVERY_S", 0.0)
     server = await site_server(_site(1500))
     db_path = tmp_path / "c.db"
     job = runner.start(db_path, [server.url("/")], CrawlSettings(max_retries=0, robots=False))
@@ -48,8 +50,13 @@ async def test_wal_bounded_while_a_reader_holds_a_snapshot(
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM url").fetchone()  # the snapshot is now held
         task = asyncio.create_task(job.run())
-        await wait_until(lambda: job.engine is not None and job.engine.stats.wal_stalls > 0,
-                         timeout=30, message="the crawl never waited for the reader")
+        await wait_until(
+            lambda: (
+                isinstance(job.frontier, sqlite_store.AsyncFrontier) and job.frontier.wal_stalls > 0
+            ),
+            timeout=30,
+            message="the crawl never waited for the reader",
+        )
         for _ in range(20):  # the crawl stays stalled, the WAL stays bounded
             assert wal_size() <= LIMIT + SLACK
             await asyncio.sleep(0.01)

@@ -2,6 +2,6 @@
 
 import sys
 
-from crawler.service_cli import main
+from crawler.service.command import main
 
 sys.exit(main())

@@ -18,21 +18,14 @@ from aiohttp import web
 from crawler import report
 from crawler.config import CrawlSettings
 from crawler.errors import UsageError
-from crawler.service import reads
 from crawler.service.config import MAX_BODY_BYTES
-from crawler.service.index import Entry
 from crawler.service.manager import ConflictError, CrawlNotFoundError, QueueFullError
 from crawler.service.metrics import CONTENT_TYPE
 from crawler.service.safety import guard_settings, redact_settings
-from crawler.service.schemas import (
-    CrawlCreate,
-    CrawlList,
-    CrawlView,
-    ErrorDetail,
-    Health,
-    Ready,
-)
+from crawler.service.schemas import CrawlCreate, CrawlList, CrawlView, ErrorDetail, Health, Ready
 from crawler.service.state import OPENAPI, SERVICE, ApiError, Service
+from crawler.store.sqlite import reads
+from crawler.store.sqlite.service_index import Entry
 
 MEDIA_TYPES = {
     "json": "application/json",
@@ -216,7 +209,7 @@ async def crawl_report(request: web.Request) -> web.Response:
     if not path.exists():
         raise ApiError(409, f"crawl {entry.id} has not started yet; no report")
     try:
-        text = await asyncio.to_thread(reads.render_report, path, fmt)
+        text = report.render(await asyncio.to_thread(reads.load_report, path, fmt), fmt)
     except UsageError as exc:  # created a moment ago: no crawl row yet
         raise ApiError(409, f"crawl {entry.id}: no report yet ({exc})") from None
     return web.Response(text=text, content_type=media_type(fmt), charset="utf-8")

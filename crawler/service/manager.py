@@ -30,13 +30,13 @@ from typing import Any
 
 import structlog
 
-from crawler.service import reads
 from crawler.service.config import MAX_QUEUED, ServiceConfig
-from crawler.service.index import AsyncIndex, Entry
 from crawler.service.metrics import ServiceMetrics
 from crawler.service.progress import ZERO_COUNTS, settled
 from crawler.service.runs import CrawlRun, remove_crawl_files
 from crawler.service.schemas import Progress
+from crawler.store.sqlite import reads
+from crawler.store.sqlite.service_index import AsyncIndex, Entry
 
 log = structlog.get_logger(__name__)
 

@@ -22,12 +22,12 @@ from typing import Any
 
 import structlog
 
-from crawler import runner
 from crawler.config import CrawlSettings
+from crawler.engine import runner
 from crawler.errors import ForeignDatabaseError, UsageError
-from crawler.service import reads
 from crawler.service.metrics import ServiceMetrics, host_deltas
 from crawler.service.progress import RunTracker
+from crawler.store.sqlite import reads
 
 log = structlog.get_logger(__name__)
 

@@ -13,8 +13,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
 
-from crawler import runner, urls
+from crawler import urls
 from crawler.config import DEFAULT_USER_AGENT, CrawlSettings
+from crawler.engine import runner
 from crawler.errors import UsageError
 from crawler.netguard import parse_networks
 from crawler.service.config import MAX_SEEDS

@@ -14,17 +14,19 @@ code for both:
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
-from crawler import report
-from crawler.config import CrawlSettings
-from crawler.formats import ReportData
-from crawler.store import crawls, db
-from crawler.store.async_store import AsyncFrontier
-from crawler.store.base import FrontierStore
-from crawler.store.crawls import CrawlRecord
+from crawler.config import CrawlSettings, Durability
+from crawler.errors import UsageError
+from crawler.models import CrawlRecord
+from crawler.report.model import ReportData
+from crawler.store.contract import FrontierStore
+from crawler.store.sqlite import crawls, db
+from crawler.store.sqlite import report as sqlite_report
+from crawler.store.sqlite.store import AsyncFrontier
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 SQLITE_SCHEME = "sqlite:"
@@ -48,7 +50,7 @@ def create_crawl(
     seeds: list[str],
     settings: CrawlSettings,
     *,
-    durability: db.Durability = "normal",
+    durability: Durability = "normal",
 ) -> FrontierStore:
     """Record a new crawl (keeping earlier ones) and return its store."""
     if is_postgres_url(db_name):
@@ -63,7 +65,7 @@ def create_crawl(
 
 
 def open_crawl(
-    db_name: str | Path, crawl_id: int | None = None, *, durability: db.Durability = "normal"
+    db_name: str | Path, crawl_id: int | None = None, *, durability: Durability = "normal"
 ) -> tuple[FrontierStore, CrawlRecord]:
     """A recorded crawl's store and record: ``crawl_id``, else the latest unfinished one."""
     if is_postgres_url(db_name):
@@ -103,9 +105,12 @@ def load_report(
             return runner.run(read())
         finally:
             runner.close()
-    reader = db.open_reader(sqlite_path(db_name))
     try:
-        return report.load(reader, crawl_id, fmt)
+        reader = db.open_reader(sqlite_path(db_name))
+    except sqlite3.Error as exc:
+        raise UsageError(f"{db_name}: {exc}") from exc
+    try:
+        return sqlite_report.load(reader, crawl_id, fmt)
     finally:
         reader.close()
 

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from service_sites import slow_site, small_site
 
-from serve_site import ThreadedSite
-from servicekit import ServiceProcess
+from kit.serve_site import ThreadedSite
+from kit.service_sites import slow_site, small_site
+from kit.servicekit import ServiceProcess
 
 
 @pytest.fixture(scope="module")

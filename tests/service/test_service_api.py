@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service_sites import SMALL_BROKEN
 
 from crawler import report
 
-from serve_site import ThreadedSite
-from servicekit import ServiceProcess
-from sitekit import wait_until_sync
+from kit.serve_site import ThreadedSite
+from kit.service_sites import SMALL_BROKEN
+from kit.servicekit import ServiceProcess
+from kit.sitekit import wait_until_sync
 
 
 def _finished_crawl(service: ServiceProcess, site: ThreadedSite) -> dict[str, Any]:
@@ -146,20 +146,41 @@ def test_finished_crawls_refuse_pause_resume_and_cancel(
         ({"seeds": ["ftp://example.org/"]}, 422, "seeds[0]"),
         ({"seeds": ["http://127.0.0.1:9/", "not a url"]}, 422, "seeds[1]"),
         ({"seeds": ["http://127.0.0.1:9/"] * 101}, 422, "seeds"),
-        ({"seeds": ["http://127.0.0.1:9/"], "settings": {"max_depth": "deep"}}, 422,
-         "settings.max_depth"),
-        ({"seeds": ["http://127.0.0.1:9/"], "settings": {"max_depth": -1}}, 422,
-         "settings.max_depth"),
-        ({"seeds": ["http://127.0.0.1:9/"], "settings": {"max_concurrency": 10**9}}, 422,
-         "settings.max_concurrency"),
-        ({"seeds": ["http://127.0.0.1:9/"], "settings": {"include": ["("]}}, 422,
-         "settings.include"),
-        ({"seeds": ["http://127.0.0.1:9/"], "settings": {"exclude": ["x"] * 101}}, 422,
-         "settings.exclude"),
-        ({"seeds": ["http://127.0.0.1:9/"], "settings": {"scope": "planet"}}, 422,
-         "settings.scope"),
-        ({"seeds": ["http://127.0.0.1:9/"], "settings": {"cookie_jar": "/etc/passwd"}}, 422,
-         "settings.cookie_jar"),
+        (
+            {"seeds": ["http://127.0.0.1:9/"], "settings": {"max_depth": "deep"}},
+            422,
+            "settings.max_depth",
+        ),
+        (
+            {"seeds": ["http://127.0.0.1:9/"], "settings": {"max_depth": -1}},
+            422,
+            "settings.max_depth",
+        ),
+        (
+            {"seeds": ["http://127.0.0.1:9/"], "settings": {"max_concurrency": 10**9}},
+            422,
+            "settings.max_concurrency",
+        ),
+        (
+            {"seeds": ["http://127.0.0.1:9/"], "settings": {"include": ["("]}},
+            422,
+            "settings.include",
+        ),
+        (
+            {"seeds": ["http://127.0.0.1:9/"], "settings": {"exclude": ["x"] * 101}},
+            422,
+            "settings.exclude",
+        ),
+        (
+            {"seeds": ["http://127.0.0.1:9/"], "settings": {"scope": "planet"}},
+            422,
+            "settings.scope",
+        ),
+        (
+            {"seeds": ["http://127.0.0.1:9/"], "settings": {"cookie_jar": "/etc/passwd"}},
+            422,
+            "settings.cookie_jar",
+        ),
         ({"seeds": ["http://127.0.0.1:9/"], "settings": []}, 422, "settings"),
         ([1, 2], 422, None),
     ],
@@ -297,8 +318,12 @@ def test_health_readiness_and_metrics(service: ServiceProcess, site: ThreadedSit
     assert values["crawler_broken_total"] >= 2
     assert values[f'crawler_host_requests_total{{host="{site.server.host}"}}'] >= 6
     assert values['crawler_crawls{state="finished"}'] >= 1
-    for name in ("crawler_requests_in_flight", 'crawler_frontier_urls{state="pending"}',
-                 "crawler_lease_expiries_total", 'crawler_crawls{state="running"}'):
+    for name in (
+        "crawler_requests_in_flight",
+        'crawler_frontier_urls{state="pending"}',
+        "crawler_lease_expiries_total",
+        'crawler_crawls{state="running"}',
+    ):
         assert name in values, name
 
 

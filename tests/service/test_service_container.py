@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from servicekit import TOKEN, ServiceProcess
+from kit.servicekit import TOKEN, ServiceProcess
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"

@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
-from cdp import Browser, Page, chromium_path
 
-from serve_site import ThreadedSite
-from servicekit import TOKEN, ServiceProcess
+from kit.cdp import Browser, Page, chromium_path
+from kit.serve_site import ThreadedSite
+from kit.servicekit import TOKEN, ServiceProcess
 
 # Skipped on a developer machine without chromium; in CI (CI=true) a missing
 # browser fails instead, so the dashboard is never silently untested.
@@ -52,13 +52,14 @@ async def test_start_a_crawl_watch_it_finish_and_see_its_broken_links(
         )
         assert await page.eval("window.notReloaded") is True
         row = await page.eval(
-            f"{ROWS}.find((r) => r.dataset.id === {json.dumps(crawl_id)})"
-            ".children[7].textContent"
+            f"{ROWS}.find((r) => r.dataset.id === {json.dumps(crawl_id)}).children[7].textContent"
         )
         assert row == "2"  # broken column
 
-        await page.eval(f"{ROWS}.find((r) => r.dataset.id === {json.dumps(crawl_id)})"
-                        ".querySelector('a').click()")
+        await page.eval(
+            f"{ROWS}.find((r) => r.dataset.id === {json.dumps(crawl_id)})"
+            ".querySelector('a').click()"
+        )
         groups = await page.wait_for(GROUPS)
         assert groups == [
             [site.url("/"), [site.url("/missing")]],

@@ -12,8 +12,8 @@ from openapi_spec_validator import validate as validate_spec
 from crawler.service.app import build_app
 from crawler.service.config import ServiceConfig
 
-from serve_site import ThreadedSite
-from servicekit import Answer, ServiceProcess
+from kit.serve_site import ThreadedSite
+from kit.servicekit import Answer, ServiceProcess
 
 
 @pytest.fixture(scope="module")

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from service_sites import tree_site
 
-import crawlkit
-from serve_site import ThreadedSite
-from servicekit import ServiceProcess
-from sitekit import wait_until_sync
+from kit import crawlkit
+from kit.serve_site import ThreadedSite
+from kit.service_sites import tree_site
+from kit.servicekit import ServiceProcess
+from kit.sitekit import wait_until_sync
 
 SETTINGS = {"max_concurrency": 2, "max_retries": 0}
 

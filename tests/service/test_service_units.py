@@ -8,16 +8,16 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from crawler import cli
+from crawler.cli import main as cli
 from crawler.errors import UsageError
 from crawler.models import Counts
 from crawler.service import config as service_config
 from crawler.service import safety
+from crawler.service.command import add_serve_command, run_serve
 from crawler.service.metrics import OTHER_HOST, HostLabels, ServiceMetrics, host_deltas
 from crawler.service.progress import RunTracker, settled
 from crawler.service.schemas import CrawlCreate
 from crawler.service.state import field_path
-from crawler.service_cli import add_serve_command, run_serve
 
 
 @pytest.mark.parametrize(
@@ -153,8 +153,14 @@ def test_bad_config_names_its_source(
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("127.0.0.1", True), ("::1", True), ("localhost", True), ("0.0.0.0", False), ("::", False),
-     ("example.org", False)],
+    [
+        ("127.0.0.1", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("example.org", False),
+    ],
 )
 def test_loopback_binds(host: str, loopback: bool) -> None:
     assert service_config.is_loopback_bind(host) is loopback
@@ -189,8 +195,14 @@ def test_field_paths() -> None:
 
 def test_host_labels_are_bounded() -> None:
     labels = HostLabels(limit=3)
-    assert [labels(h) for h in ("a", "b", "c", "d", "a", "e")] == ["a", "b", "c", OTHER_HOST, "a",
-                                                                    OTHER_HOST]
+    assert [labels(h) for h in ("a", "b", "c", "d", "a", "e")] == [
+        "a",
+        "b",
+        "c",
+        OTHER_HOST,
+        "a",
+        OTHER_HOST,
+    ]
     metrics = ServiceMetrics(max_hosts=2)
     metrics.add_host_totals({f"h{i}.example": (1, 1) for i in range(10)})
     text = metrics.render().decode()

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from crawler.errors import UsageError
-from crawler.store.crawls import CrawlRecord
+from crawler.models import CrawlRecord
 
 _COLUMNS = "id, seeds::text, config::text, state, started_at, finished_at, elapsed_s"
 

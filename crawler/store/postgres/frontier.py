@@ -17,23 +17,24 @@ statement):
   heartbeat, or a pid gone on this host); their late completions are rejected.
 
 All SQL runs on the store's own loop (``loop.BackgroundLoop``), whatever loop
-the caller is on. ``bound_wal`` and ``checkpoint`` are SQLite's concerns:
-no-ops here.
+the caller is on. Per-host politeness is shared by every worker: ``host_gate``
+hands the engine a ``SharedHostGate`` over this store's host rows.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from crawler.models import Counts, Discovered, LeasedUrl, Outcome, UrlKind
+from crawler.models import Counts, CrawlRecord, Discovered, LeasedUrl, Outcome, UrlKind
+from crawler.politeness import Gate, Limits
 from crawler.store import liveness
-from crawler.store.crawls import CrawlRecord
 from crawler.store.postgres import complete as completion
 from crawler.store.postgres import crawls, gate, schema
 from crawler.store.postgres.discover import Found, Recorder, ResultRow
+from crawler.store.postgres.host_gate import SharedHostGate
 from crawler.store.postgres.loop import BackgroundLoop
 
 T = TypeVar("T")
@@ -288,13 +289,6 @@ class PostgresFrontier:
             broken=broken,
         )
 
-    async def checkpoint(self) -> None:
-        """SQLite's WAL checkpoint; PostgreSQL checkpoints on its own."""
-
-    async def bound_wal(self, limit_bytes: int) -> bool:
-        """SQLite's WAL bound; PostgreSQL's WAL is not held back by our readers."""
-        return True
-
     async def add_elapsed(self, seconds: float) -> None:
         await self._call(self._tx(lambda c: crawls.add_elapsed(c, self.crawl_id, seconds)))
 
@@ -329,7 +323,14 @@ class PostgresFrontier:
 
         await self._call(self._tx(write))
 
-    # -- shared per-host politeness (crawler.politeness_pg) -------------------
+    # -- shared per-host politeness (host_gate.SharedHostGate) -----------------
+
+    def host_gate(self, owner: str, limits: Limits, ttl_s: float, wake: Callable[[], None]) -> Gate:
+        """A gate whose slots are rows shared by every worker of this crawl."""
+        return SharedHostGate(self, owner, limits, ttl_s=ttl_s, wake=wake)
+
+    def stopping(self) -> None:
+        """Nothing is held back here: PostgreSQL's WAL does not wait for our readers."""
 
     async def acquire_hosts(
         self, owner: str, wants: dict[str, gate.Want], ttl_s: float, now: float

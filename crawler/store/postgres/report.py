@@ -13,11 +13,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from crawler import formats
-from crawler.formats import ReportData
+from crawler import report as formats
 from crawler.models import UrlKind
-from crawler.store.postgres import crawls
-from crawler.store.results import (
+from crawler.report import ReportData
+from crawler.report.model import (
     COUNT_NAMES,
     FRAGMENT_KIND,
     BrokenEdge,
@@ -25,6 +24,7 @@ from crawler.store.results import (
     ResultRow,
     Summary,
 )
+from crawler.store.postgres import crawls
 
 _IS_PAGE = f"u.kind = {int(UrlKind.PAGE)} AND r.class = 'ok'"
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
 
-from crawler.errors import DiskFullError, ForeignDatabaseError, StoreError
+from crawler.errors import DatabaseFailedError, DiskFullError, ForeignDatabaseError, StoreError
 from crawler.store import migrate
 
 DIALECT = "postgresql"
@@ -129,6 +129,10 @@ async def in_transaction(
             if on_retry is not None:
                 on_retry()
             raise DiskFullError(f"PostgreSQL: disk full ({exc})") from exc
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            if on_retry is not None:
+                on_retry()
+            raise DatabaseFailedError(f"PostgreSQL: {exc}") from exc
         except BaseException:
             if on_retry is not None:
                 on_retry()

@@ -1,0 +1,1 @@
+"""The command line: ``crawler crawl``, ``resume``, ``work``, ``report``, ``serve``."""

@@ -1,0 +1,229 @@
+"""Command line: ``crawler crawl``, ``crawler resume``, ``crawler report``.
+
+Exit codes follow lychee, so CI pipelines work unchanged: 0 every link fine,
+2 broken links found, 3 bad usage or configuration, 1 any other failure.
+An interrupted crawl exits 130 (SIGINT) or 143 (SIGTERM) and says how to resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from crawler import __version__, aio, log, report
+from crawler.cli import options
+from crawler.config import CrawlSettings, RunOptions
+from crawler.engine import runner, workers
+from crawler.errors import CrawlerError, DatabaseFailedError, DiskFullError, UsageError
+from crawler.service import command as service_cli
+from crawler.store import open as store_open
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_BROKEN = 2
+EXIT_USAGE = 3
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad usage; lychee's code for that is 3."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line, derived from ``crawler.options.OPTIONS``."""
+    parser = _Parser(prog="crawler", description="Recursive website link checker.")
+    parser.add_argument("--version", action="version", version=f"crawler {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    crawl = commands.add_parser("crawl", help="crawl from seed URLs and check every link")
+    crawl.add_argument("seeds", nargs="+", metavar="URL", help="where the crawl starts")
+    _add_config(crawl)
+    options.add_arguments(crawl)
+
+    resume = commands.add_parser("resume", help="continue an interrupted crawl")
+    resume.add_argument(
+        "--crawl", type=int, dest="crawl_id", help="crawl id (default: latest unfinished)"
+    )
+    _add_config(resume)
+    options.add_arguments(resume, "run")
+
+    work = commands.add_parser("work", help="join a running crawl as one more worker process")
+    work.add_argument(
+        "--crawl", type=int, dest="crawl_id", help="crawl id (default: latest unfinished)"
+    )
+    _add_config(work)
+    options.add_arguments(work, "run")
+
+    rep = commands.add_parser("report", help="print the report of a crawl, during or after it")
+    rep.add_argument("--crawl", type=int, dest="crawl_id", help="crawl id (default: latest)")
+    _add_config(rep)
+    options.add_arguments(rep, "run")
+
+    service_cli.add_serve_command(commands)
+    return parser
+
+
+def _add_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-c", "--config", metavar="FILE", help="TOML file with any of the options below"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run_options = RunOptions()
+    try:
+        handler = getattr(args, "handler", None)
+        if handler is not None:
+            return int(handler(args))
+        settings, run_options = options.resolve(options.flags_from_namespace(args), args.config)
+        log.configure(run_options.log_level, run_options.log_format)
+        if run_options.format not in report.FORMATS:
+            raise UsageError(
+                f"invalid --format {run_options.format!r}: choose from {', '.join(report.FORMATS)}"
+            )
+        if args.command == "crawl":
+            return _crawl(args, settings, run_options)
+        if args.command == "resume":
+            return _resume(args, run_options)
+        if args.command == "work":
+            return _work(args, run_options)
+        return _print_report(run_options, args.crawl_id)
+    except UsageError as exc:
+        print(f"crawler: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except DiskFullError as exc:
+        print(
+            f"crawler: {exc}. Free some space, then run `crawler resume --db {run_options.db}`.",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    except DatabaseFailedError as exc:  # the database failed under us (I/O error, …)
+        print(
+            f"crawler: {exc}. What was committed is kept; "
+            f"continue with `crawler resume --db {run_options.db}`.",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    except CrawlerError as exc:
+        print(f"crawler: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+def _crawl(args: argparse.Namespace, settings: CrawlSettings, run: RunOptions) -> int:
+    job = runner.start(run.db, list(args.seeds), settings, durability=run.durability)
+    return _run_and_report(run, job)
+
+
+def _resume(args: argparse.Namespace, run: RunOptions) -> int:
+    job, record = runner.open_existing(run.db, args.crawl_id, durability=run.durability)
+    if record.state == "finished":
+        print(f"crawler: crawl {record.id} has already finished", file=sys.stderr)
+    return _run_and_report(run, job)
+
+
+def _work(args: argparse.Namespace, run: RunOptions) -> int:
+    job, record = runner.open_existing(run.db, args.crawl_id, durability=run.durability)
+    job.records_elapsed = False
+    if record.state == "finished":
+        job.close()
+        return EXIT_OK
+    try:
+        finished, signum = aio.run(_run(run, job))
+    finally:
+        job.close()
+    if finished:
+        return EXIT_OK
+    return EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT
+
+
+def _run_and_report(run: RunOptions, job: runner.CrawlJob) -> int:
+    procs: list[subprocess.Popen[bytes]] = []
+    if run.workers > 1:
+        job.on_seeded = lambda: procs.extend(workers.spawn(run, job.crawl_id, run.workers - 1))
+    try:
+        finished, signum = aio.run(_run(run, job))
+    finally:
+        job.close()
+        workers.finish(procs, stop=True, timeout_s=run.shutdown_timeout_s)
+    code = _print_report(run, job.crawl_id)
+    if not finished:
+        print(
+            f"crawler: crawl {job.crawl_id} interrupted; continue it with "
+            f"`crawler resume --db {run.db}`",
+            file=sys.stderr,
+        )
+        return EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT
+    return code
+
+
+async def _run(run: RunOptions, job: runner.CrawlJob) -> tuple[bool, int | None]:
+    received: list[int] = []
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: int) -> None:
+        if received:  # a second signal: stop at once; SQLite stays consistent
+            os._exit(EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT)
+        received.append(signum)
+        job.stop()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+    shower = None
+    if not run.no_progress:
+        # Imported here: rich is only needed when progress is shown (__init__.py).
+        from crawler.cli import progress
+
+        console = progress.stderr_console()
+        if console.is_terminal:
+            shower = asyncio.create_task(progress.show(job, console))
+    try:
+        finished = await job.run(
+            shutdown_timeout_s=run.shutdown_timeout_s, parse_helpers=run.helper_processes()
+        )
+    finally:
+        if shower is not None:
+            shower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await shower
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+    return finished, (received[0] if received else None)
+
+
+def _print_report(run: RunOptions, crawl_id: int | None) -> int:
+    data = store_open.load_report(run.db, crawl_id, run.format)
+    text = report.render(data, run.format)
+    if run.output:
+        try:
+            Path(run.output).write_text(text, encoding="utf-8", newline="")
+        except OSError as exc:
+            raise UsageError(f"cannot write report to {run.output}: {exc.strerror}") from exc
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return EXIT_BROKEN if data.summary.broken else EXIT_OK
+
+
+def run() -> NoReturn:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

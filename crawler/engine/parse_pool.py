@@ -1,0 +1,172 @@
+"""Helper processes that parse pages, so the event loop's core only fetches.
+
+The event loop of one crawler process saturates one core well before the
+machine does: parsing and classifying ~50 links a page costs more than the
+two requests that fetched it. ``ParsePool`` sends page bodies to
+``crawler.parse_child`` processes over pipes and hands back their links.
+
+It only ever saves work: when a helper dies or cannot start, every page it
+held, and every later one, is parsed in the crawler's own process as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import pickle
+import sys
+from dataclasses import dataclass, field
+
+import structlog
+
+from crawler.engine import parse_child
+from crawler.fetch_types import Fetched
+from crawler.models import Discovered, LeasedUrl, ResultClass, UrlKind
+from crawler.outcome import Parsed
+from crawler.scope import Scope
+
+log = structlog.get_logger(__name__)
+
+START_TIMEOUT_S = 30.0
+CLOSE_TIMEOUT_S = 5.0
+
+
+@dataclass(eq=False)
+class _Helper:
+    process: asyncio.subprocess.Process
+    pending: dict[int, asyncio.Future[Parsed | None]] = field(default_factory=dict)
+    reader: asyncio.Task[None] | None = None
+    alive: bool = True
+
+
+class ParsePool:
+    """Helper parser processes for one crawl; ``parse`` returns None when it cannot help."""
+
+    def __init__(self, scope: Scope, include_fragments: bool, processes: int) -> None:
+        self._setup = parse_child.encode((scope, include_fragments))
+        self._wanted = processes
+        self._helpers: list[_Helper] = []
+        self._ids = itertools.count()
+
+    @property
+    def alive(self) -> bool:
+        return any(helper.alive for helper in self._helpers)
+
+    async def start(self) -> None:
+        """Start the helpers; one that fails to start is simply not used."""
+        for _ in range(self._wanted):
+            try:
+                process = await asyncio.wait_for(
+                    asyncio.create_subprocess_exec(
+                        sys.executable,
+                        "-m",
+                        "crawler.engine.parse_child",
+                        stdin=asyncio.subprocess.PIPE,
+                        stdout=asyncio.subprocess.PIPE,
+                    ),
+                    START_TIMEOUT_S,
+                )
+            except (OSError, TimeoutError) as exc:
+                log.warning("parse_helper_not_started", error=str(exc))
+                continue
+            helper = _Helper(process)
+            assert process.stdin is not None
+            process.stdin.write(self._setup)
+            helper.reader = asyncio.create_task(self._read_replies(helper))
+            self._helpers.append(helper)
+        log.info("parse_helpers_started", count=len(self._helpers))
+
+    async def parse(self, leased: LeasedUrl, fetched: Fetched) -> Parsed | None:
+        """The links of ``fetched`` as ``outcome.parse_body`` finds them, or None."""
+        helpers = [helper for helper in self._helpers if helper.alive]
+        if not helpers:
+            return None
+        helper = min(helpers, key=lambda h: len(h.pending))
+        stdin = helper.process.stdin
+        assert stdin is not None
+        request_id = next(self._ids)
+        future: asyncio.Future[Parsed | None] = asyncio.get_running_loop().create_future()
+        helper.pending[request_id] = future
+        request: parse_child.Request = (
+            request_id,
+            leased,
+            fetched.content_type,
+            fetched.robots_tag,
+            fetched.body or b"",
+        )
+        try:
+            stdin.write(parse_child.encode(request))
+            await stdin.drain()
+        except (ConnectionError, RuntimeError) as exc:
+            self._lost(helper, exc)
+        return await future
+
+    async def close(self) -> None:
+        """Let the helpers see end of input and exit; kill any that do not."""
+        for helper in self._helpers:
+            helper.alive = False
+            if helper.process.stdin is not None:
+                helper.process.stdin.close()
+        for helper in self._helpers:
+            try:
+                await asyncio.wait_for(helper.process.wait(), CLOSE_TIMEOUT_S)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    helper.process.kill()
+                await helper.process.wait()
+            if helper.reader is not None:
+                helper.reader.cancel()
+                await asyncio.gather(helper.reader, return_exceptions=True)
+            self._fail_pending(helper)
+        self._helpers.clear()
+
+    async def _read_replies(self, helper: _Helper) -> None:
+        stdout = helper.process.stdout
+        assert stdout is not None
+        try:
+            while True:
+                header = await stdout.readexactly(parse_child.FRAME.size)
+                (size,) = parse_child.FRAME.unpack(header)
+                data = await stdout.readexactly(size)
+                reply: parse_child.Reply = pickle.loads(data)  # noqa: S301 - our own child
+                request_id, children, anchors, error = reply
+                future = helper.pending.pop(request_id, None)
+                if future is None or future.done():
+                    continue
+                if error is not None or children is None:
+                    log.warning("parse_helper_error", error=error)
+                    future.set_result(None)
+                else:
+                    future.set_result(Parsed([_discovered(c) for c in children], anchors))
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            self._lost(helper, exc)
+
+    def _lost(self, helper: _Helper, exc: BaseException) -> None:
+        if helper.alive:
+            helper.alive = False
+            log.warning(
+                "parse_helper_lost",
+                pid=helper.process.pid,
+                error=f"{type(exc).__name__}: {exc}",
+                hint="pages are parsed in the crawler's process from now on",
+            )
+        self._fail_pending(helper)
+
+    @staticmethod
+    def _fail_pending(helper: _Helper) -> None:
+        for future in helper.pending.values():
+            if not future.done():
+                future.set_result(None)
+        helper.pending.clear()
+
+
+_KINDS = tuple(sorted(UrlKind))  # by value: an index is cheaper than an Enum call
+
+
+def _discovered(item: parse_child.ChildTuple) -> Discovered:
+    url, host, kind, element, fragment, result, reason = item
+    return Discovered(
+        url, host, _KINDS[kind], element, fragment,
+        None if result is None else ResultClass(result), reason,
+    )  # fmt: skip

@@ -1,0 +1,171 @@
+"""Running a crawl from code: what the CLI, the service and the tests share.
+
+``start`` opens the database and records a new crawl, ``open_existing``
+prepares one for resuming, and ``CrawlJob.run`` drives it with an engine until
+it finishes or ``stop`` is called.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crawler import urls
+from crawler.config import CrawlSettings, Durability
+from crawler.engine.loop import Engine
+from crawler.errors import InvalidURLError, StoreError, UsageError
+from crawler.models import CrawlRecord, Discovered
+from crawler.net import localsite, sitemaps
+from crawler.net.fetch import Fetcher
+from crawler.net.robots import Robots
+from crawler.scope import Scope
+from crawler.store import open as store_open
+from crawler.store.contract import FrontierStore
+
+
+@dataclass
+class CrawlJob:
+    """One crawl ready to run: its frontier, settings and scope."""
+
+    frontier: FrontierStore
+    settings: CrawlSettings
+    scope: Scope
+    seeds: list[Discovered] = field(default_factory=list)
+    local_root: Path | None = None
+    engine: Engine | None = None
+    on_seeded: Callable[[], None] | None = None  # called once the frontier holds the seeds
+    records_elapsed: bool = True  # False for extra workers: the main process counts time
+    _stopped: bool = False
+
+    @property
+    def crawl_id(self) -> int:
+        return self.frontier.crawl_id
+
+    def stop(self) -> None:
+        """Ask the running engine to stop gracefully."""
+        self._stopped = True
+        if self.engine is not None:
+            self.engine.stop()
+
+    async def run(self, *, shutdown_timeout_s: float = 10.0, parse_helpers: int = 0) -> bool:
+        """Crawl until finished (True) or stopped (False); records active time."""
+        started = time.monotonic()
+        try:
+            async with Fetcher(self.settings, local_root=self.local_root) as fetcher:
+                if self.seeds:
+                    await self._enqueue_seeds(fetcher)
+                if self.on_seeded is not None:
+                    self.on_seeded()
+                if self._stopped:
+                    return False
+                self.engine = Engine(
+                    self.frontier,
+                    fetcher,
+                    self.scope,
+                    self.settings,
+                    shutdown_timeout_s=shutdown_timeout_s,
+                    parse_helpers=parse_helpers,
+                )
+                return await self.engine.run()
+        finally:
+            elapsed = time.monotonic() - started if self.records_elapsed else 0.0
+            # On a full disk this write fails too; the error on its way says so.
+            with contextlib.suppress(StoreError):
+                await self.frontier.add_elapsed(elapsed)
+
+    async def _enqueue_seeds(self, fetcher: Fetcher) -> None:
+        """The seeds, then the pages their sitemaps list (first run only)."""
+        await self.frontier.enqueue(self.seeds, time.time())
+        wanted = list(self.settings.sitemaps)
+        if self.settings.use_sitemaps:
+            robots = Robots(fetcher, self.frontier, self.settings.user_agent)
+            for seed in self.seeds:
+                if seed.host:
+                    wanted.extend(await robots.sitemaps(seed.url, seed.host))
+        if wanted:
+            pages = await sitemaps.collect(
+                fetcher, wanted, self.settings.max_urls or sitemaps.MAX_URLS
+            )
+            found = [self.scope.classify(page, element="sitemap", depth=0) for page in pages]
+            await self.frontier.enqueue(found, time.time())
+        self.seeds = []
+
+    def close(self) -> None:
+        """Close the database connection and the writer thread."""
+        self.frontier.close()
+
+
+def prepare_seeds(raw_seeds: list[str]) -> tuple[list[str], list[str], Path | None]:
+    """(seeds to record, normalized seed URLs, local root); UsageError for a bad seed.
+
+    A seed naming a directory becomes the local site's root URL; it is
+    recorded as an absolute path so a resume from elsewhere finds it.
+    """
+    recorded, keys = [], []
+    local_root: Path | None = None
+    for seed in raw_seeds:
+        if localsite.is_local_seed(seed):
+            root = Path(seed).resolve()
+            if local_root is not None and root != local_root:
+                raise UsageError("only one local directory can be crawled at a time")
+            local_root = root
+            recorded.append(str(root))
+            keys.append(localsite.LOCAL_ORIGIN + "/")
+            continue
+        if not urls.is_http(seed):
+            scheme = urls.scheme_of(seed)
+            if not scheme and "://" not in seed:
+                raise UsageError(f"seed {seed!r}: not an http(s) URL or a directory")
+            raise UsageError(f"seed {seed!r}: unsupported scheme {scheme!r}")
+        try:
+            key, _ = urls.normalize(seed)
+        except InvalidURLError as exc:
+            raise UsageError(f"seed {seed!r}: {exc}") from exc
+        recorded.append(seed)
+        keys.append(key)
+    return recorded, keys, local_root
+
+
+def start(
+    db_path: str | Path,
+    raw_seeds: list[str],
+    settings: CrawlSettings,
+    *,
+    durability: Durability = "normal",
+) -> CrawlJob:
+    """Record a new crawl in the database (keeping any earlier ones)."""
+    if not raw_seeds:
+        raise UsageError("no seed URL given")
+    recorded, keys, local_root = prepare_seeds(raw_seeds)
+    scope = Scope.build(settings, keys)
+    seeds = [scope.classify(key, element="seed", depth=0) for key in keys]
+    store = store_open.create_crawl(db_path, recorded, settings, durability=durability)
+    return CrawlJob(store, settings, scope, seeds, local_root)
+
+
+def open_existing(
+    db_path: str | Path, crawl_id: int | None = None, *, durability: Durability = "normal"
+) -> tuple[CrawlJob, CrawlRecord]:
+    """Prepare a recorded crawl for resuming: the given one, else the latest unfinished."""
+    if (
+        not store_open.is_postgres_url(db_path)
+        and not Path(store_open.sqlite_path(db_path)).exists()
+    ):
+        raise UsageError(f"{db_path}: no such database; start a crawl with `crawler crawl URL`")
+    store, record = store_open.open_crawl(db_path, crawl_id, durability=durability)
+    try:
+        settings = CrawlSettings.model_validate(record.config)
+        _, keys, local_root = prepare_seeds(record.seeds)
+    except BaseException:
+        store.close()
+        raise
+    job = CrawlJob(store, settings, Scope.build(settings, keys), local_root=local_root)
+    return job, record
+
+
+def normalize_seeds(raw_seeds: list[str]) -> list[str]:
+    """Normalized seed URLs; UsageError naming a bad one."""
+    return prepare_seeds(raw_seeds)[1]

@@ -1,0 +1,231 @@
+"""The one place that talks HTTP: an aiohttp session and a few small functions.
+
+Pages are fetched with GET and the same response's body is handed to the
+parser (never a second request). Links are checked with HEAD, falling back to
+GET when a server refuses HEAD. Redirects are not followed here: each hop is
+a frontier row of its own, so every URL is requested once. Bodies are
+streamed and capped; binaries are never downloaded. Every failure comes back
+as a ``Fetched`` with a ``FailureKind``, never as an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+import ssl
+import time
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+import aiohttp
+from yarl import URL
+
+from crawler.config import CrawlSettings
+from crawler.errors import FailureKind
+from crawler.fetch_types import Fetched
+from crawler.net import cookies, localsite
+from crawler.net.resolver import PublicOnlyResolver
+from crawler.netguard import PrivateAddressError, parse_networks
+
+__all__ = ["Fetched", "Fetcher", "classify_exception"]
+
+# Statuses with which servers refuse HEAD although GET works.
+HEAD_REFUSED = frozenset({400, 403, 405, 406, 501})
+READ_CHUNK = 64 * 1024
+POLICY_HEADERS = ("cf-mitigated", "server")
+Read = Literal["none", "html", "any"]
+
+
+class Fetcher:
+    """An aiohttp session configured from the settings; an async context manager."""
+
+    def __init__(self, settings: CrawlSettings, *, local_root: Path | None = None) -> None:
+        self._settings = settings
+        self._local_root = local_root
+        self._session: aiohttp.ClientSession | None = None
+        self._jar: aiohttp.CookieJar | None = None
+        self._proxies = {
+            scheme: URL(address)
+            for scheme, address in urllib.request.getproxies_environment().items()
+            if scheme in ("http", "https")
+        }
+        self._auth = [
+            (re.compile(pattern), "Basic " + base64.b64encode(credentials.encode()).decode())
+            for pattern, _, credentials in (e.partition(" ") for e in settings.basic_auth)
+        ]
+
+    async def __aenter__(self) -> Fetcher:
+        settings = self._settings
+        connector = aiohttp.TCPConnector(
+            limit=settings.max_concurrency,
+            limit_per_host=0,
+            ttl_dns_cache=300,
+            ssl=not settings.insecure,
+            resolver=(
+                PublicOnlyResolver(parse_networks(settings.allow_networks))
+                if settings.exclude_all_private
+                else None
+            ),
+        )
+        jar: aiohttp.abc.AbstractCookieJar = aiohttp.DummyCookieJar()
+        if settings.cookie_jar:
+            self._jar = aiohttp.CookieJar(unsafe=True)
+            cookies.load(self._jar, settings.cookie_jar)
+            jar = self._jar
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            headers={"User-Agent": settings.user_agent, **settings.headers},
+            timeout=aiohttp.ClientTimeout(total=settings.timeout_s),
+            cookie_jar=jar,
+            auto_decompress=True,
+            # trust_env would also read ~/.netrc on every request, in a thread:
+            # proxies are taken from the environment once, in _proxy, instead.
+            trust_env=False,
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        if self._jar is not None and self._settings.cookie_jar:
+            cookies.save(self._jar, self._settings.cookie_jar)
+
+    async def fetch_page(self, url: str) -> Fetched:
+        """GET a page; read its body (capped) when it is HTML or CSS and successful."""
+        return await self._request("GET", url, read="html")
+
+    async def fetch_text(self, url: str) -> Fetched:
+        """GET any document (robots.txt, a sitemap) and read it, capped."""
+        return await self._request("GET", url, read="any")
+
+    async def check(self, url: str) -> Fetched:
+        """HEAD a link (GET with ``--method get``), GET when the server refuses HEAD."""
+        if self._settings.method == "get":
+            return await self._request("GET", url, read="none")
+        fetched = await self._request("HEAD", url, read="none")
+        if fetched.status in HEAD_REFUSED:
+            fetched = await self._request("GET", url, read="none")
+        return fetched
+
+    async def _request(self, method: str, url: str, *, read: Read) -> Fetched:
+        if self._local_root is not None and localsite.is_local_url(url):
+            return await localsite.fetch(
+                self._local_root,
+                url,
+                method,
+                read_html=read != "none",
+                cap=self._settings.max_body_bytes,
+            )
+        assert self._session is not None, "use Fetcher as an async context manager"
+        started = time.monotonic()
+        fetched = Fetched(method=method)
+        headers = self._per_request(url)
+        try:
+            async with self._session.request(
+                method,
+                URL(url, encoded=True),
+                allow_redirects=False,
+                headers=headers,
+                proxy=self._proxy(url),
+            ) as response:
+                self._take_headers(response, fetched)
+                wanted = read == "any" or (read == "html" and (fetched.is_html or fetched.is_css))
+                if wanted and 200 <= response.status < 300:
+                    await self._read_capped(response, fetched)
+        except Exception as exc:  # every failure becomes data on the link
+            fetched.failure, fetched.error = classify_exception(exc)
+            fetched.body = None
+        fetched.elapsed_ms = int((time.monotonic() - started) * 1000)
+        return fetched
+
+    def _proxy(self, url: str) -> URL | None:
+        """The proxy for this URL from HTTP(S)_PROXY, unless NO_PROXY covers its host."""
+        if not self._proxies:
+            return None
+        parsed = URL(url, encoded=True)
+        proxy = self._proxies.get(parsed.scheme)
+        if proxy is None or urllib.request.proxy_bypass(parsed.host or ""):
+            return None
+        return proxy
+
+    def _per_request(self, url: str) -> dict[str, str] | None:
+        """Headers for this URL only: its host's settings and matching credentials."""
+        headers: dict[str, str] = {}
+        if self._settings.hosts:
+            host = URL(url, encoded=True).host or ""
+            overrides = self._settings.host_settings(host)
+            if overrides is not None:
+                headers.update(overrides.headers)
+        for pattern, authorization in self._auth:
+            if pattern.search(url):
+                headers["Authorization"] = authorization
+                break
+        return headers or None
+
+    @staticmethod
+    def _take_headers(response: aiohttp.ClientResponse, fetched: Fetched) -> None:
+        fetched.status = response.status
+        fetched.reason = response.reason
+        headers = response.headers
+        fetched.content_type = headers.get("Content-Type")
+        fetched.location = headers.get("Location")
+        fetched.retry_after = headers.get("Retry-After")
+        fetched.robots_tag = headers.get("X-Robots-Tag")
+        fetched.size = response.content_length
+        for name in POLICY_HEADERS:
+            value = headers.get(name)
+            if value is not None:
+                fetched.headers[name] = value
+
+    async def _read_capped(self, response: aiohttp.ClientResponse, fetched: Fetched) -> None:
+        cap = self._settings.max_body_bytes
+        chunks: list[bytes] = []
+        size = 0
+        while size < cap:
+            chunk = await response.content.read(min(READ_CHUNK, cap - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        else:
+            fetched.truncated = not response.content.at_eof()
+        fetched.body = b"".join(chunks)
+        fetched.size = size
+
+
+def classify_exception(exc: BaseException) -> tuple[FailureKind, str]:
+    """Map a client exception to a failure kind and a one-line message."""
+    text = str(exc) or type(exc).__name__
+    os_error = getattr(exc, "os_error", None)
+    if isinstance(os_error, PrivateAddressError) or isinstance(exc, PrivateAddressError):
+        return FailureKind.PRIVATE_ADDRESS, str(os_error or exc)
+    if isinstance(exc, asyncio.TimeoutError | TimeoutError):
+        return FailureKind.TIMEOUT, "timed out"
+    if isinstance(exc, aiohttp.InvalidURL):
+        return FailureKind.INVALID_URL, f"invalid URL: {text}"
+    dns_error = getattr(aiohttp, "ClientConnectorDNSError", None)
+    if dns_error is not None and isinstance(exc, dns_error):
+        return FailureKind.DNS, f"DNS lookup failed: {text}"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
+        return FailureKind.TLS, f"TLS error: {text}"
+    if isinstance(exc, ssl.SSLError):
+        return FailureKind.TLS, f"TLS error: {text}"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return FailureKind.INVALID_RESPONSE, f"invalid response body: {text}"
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return FailureKind.INVALID_RESPONSE, f"invalid response: {exc.message or text}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        reason = exc.os_error.strerror or str(exc.os_error)
+        return FailureKind.CONNECTION, f"cannot connect to {exc.host}:{exc.port}: {reason}"
+    if isinstance(exc, aiohttp.ClientConnectionError | OSError):
+        return FailureKind.CONNECTION, f"connection failed: {text}"
+    return FailureKind.INVALID_RESPONSE, f"{type(exc).__name__}: {text}"

@@ -1,0 +1,46 @@
+"""Reports: the read model (``ReportData``) and one module per format.
+
+A store loads a crawl's ``ReportData`` once, in one snapshot (``load_report``
+in ``crawler.store.open``); ``render`` hands it to a format. Formats never
+query a database, so they cannot disagree about what is broken. The registry
+maps a format's name (the CLI's ``-f`` choice) to its ``Format``:
+
+    text      summary line and broken links by page, for a terminal
+    json      the documented stable JSON shape
+    jsonl     one object per checked URL, streamable
+    markdown  pull-request comment
+    csv       one row per (broken link, source page)
+    junit     JUnit XML for CI test dashboards
+    sarif     SARIF 2.1.0 for code-scanning dashboards
+    html      one self-contained page with filter and sorting
+"""
+
+from __future__ import annotations
+
+from crawler.report import csv, html, json, jsonl, junit, markdown, sarif, text
+from crawler.report.model import ALL_PARTS, Format, Part, ReportData
+
+__all__ = ["ALL_PARTS", "FORMATS", "REGISTRY", "Format", "Part", "ReportData", "get", "render"]
+
+REGISTRY: dict[str, Format] = {
+    module.FORMAT.name: module.FORMAT
+    for module in (text, json, jsonl, markdown, csv, junit, sarif, html)
+}
+
+
+def get(name: str) -> Format:
+    """The format called ``name``; ValueError naming the choices otherwise."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown report format {name!r}; choose from {', '.join(REGISTRY)}"
+        ) from None
+
+
+FORMATS: tuple[str, ...] = tuple(REGISTRY)
+
+
+def render(data: ReportData, fmt: str) -> str:
+    """The report in one of ``FORMATS``."""
+    return get(fmt).render(data)

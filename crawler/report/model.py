@@ -1,0 +1,158 @@
+"""What every report format is rendered from, and what a format is.
+
+``ReportData`` is read in one snapshot by ``crawler.report.load``; a format is
+a pure function from it to text. Formats that need more than the summary and
+the broken links (the crawled pages, every result) say so in ``Format.needs``,
+so a report in another format does not read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
+
+from crawler.models import CrawlRecord
+
+# What a summary is counted from, in this order (the scans select them so).
+COUNT_NAMES = ("ok", "redirected", "broken", "skipped", "excluded", "blocked", "page", "pending")
+# The failure kind of a link to page#fragment where the page has no such anchor.
+FRAGMENT_KIND = "missing_fragment"
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """How many URLs ended in each class, once redirects are followed."""
+
+    pages: int
+    links: int
+    ok: int
+    redirected: int
+    broken: int
+    skipped: int
+    excluded: int
+    pending: int
+    blocked: int = 0  # a bot wall answered instead of the page: checked, not broken
+
+    @classmethod
+    def from_counts(
+        cls, counts: Mapping[str, int], *, redirect_broken: int, fragments_broken: int
+    ) -> Summary:
+        """From result counts per class (plus "page" and "pending"), either backend.
+
+        A redirect whose chain is broken moves from redirected to broken; a link
+        to a missing #fragment is a broken link of its own (its page is ok).
+        """
+        ok, redirected, broken, skipped, excluded, blocked, pages, pending = (
+            int(counts.get(name) or 0) for name in COUNT_NAMES
+        )
+        redirected -= redirect_broken
+        broken += redirect_broken + fragments_broken
+        return cls(
+            pages=pages,
+            links=ok + redirected + broken + blocked,
+            ok=ok,
+            redirected=redirected,
+            broken=broken,
+            skipped=skipped,
+            excluded=excluded,
+            pending=pending,
+            blocked=blocked,
+        )
+
+
+@dataclass(slots=True)
+class BrokenLink:
+    """A broken URL and the pages that link to it."""
+
+    url: str
+    status: int | None
+    error: str | None
+    sources: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokenEdge:
+    """A broken URL and one page linking to it: the unit most report formats list."""
+
+    url: str
+    status: int | None
+    error: str | None
+    kind: str  # a ``FailureKind`` value, FRAGMENT_KIND or "unknown": why it is broken
+    source: str | None  # None for a broken seed, which no page links to
+    elements: tuple[str, ...]  # how the source links to it: a, img, script, ...
+
+
+class Cursor(NamedTuple):
+    """A position in ``iter_results``: results come in (checked_at, url_id) order."""
+
+    checked_at: float
+    url_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRow:
+    """One checked URL; class, status and error as ``resolved`` has them (redirects followed)."""
+
+    url_id: int
+    url: str
+    result_class: str
+    status: int | None
+    error: str | None
+    content_type: str | None
+    elapsed_ms: int | None
+    checked_at: float
+
+    @property
+    def cursor(self) -> Cursor:
+        """Pass this to ``iter_results`` to continue after this row."""
+        return Cursor(self.checked_at, self.url_id)
+
+
+# The failure kind of a broken redirect is its chain's: a loop, too long, or
+
+Part = Literal["pages", "results"]
+ALL_PARTS: frozenset[Part] = frozenset({"pages", "results"})
+
+
+@dataclass(frozen=True, slots=True)
+class ReportData:
+    """Everything a report shows, read in one go."""
+
+    crawl: CrawlRecord
+    summary: Summary
+    broken: list[BrokenLink]  # one per broken URL, with its sources
+    edges: list[BrokenEdge]  # one per (broken URL, source page)
+    pages: list[str] | None = None  # read only when a format needs them
+    results: list[ResultRow] | None = None  # read only when a format needs them
+
+    @property
+    def pages_per_s(self) -> float:
+        """Pages crawled per second of active crawling."""
+        return self.summary.pages / self.crawl.elapsed_s if self.crawl.elapsed_s > 0 else 0.0
+
+    def need_pages(self) -> list[str]:
+        """The crawled pages; ValueError when they were not loaded."""
+        if self.pages is None:
+            raise ValueError(_not_loaded("pages"))
+        return self.pages
+
+    def need_results(self) -> list[ResultRow]:
+        """Every checked URL; ValueError when they were not loaded."""
+        if self.results is None:
+            raise ValueError(_not_loaded("results"))
+        return self.results
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    """A report format: its name (the ``-f`` choice), renderer and media type."""
+
+    name: str
+    render: Callable[[ReportData], str]
+    media_type: str
+    needs: frozenset[Part] = frozenset()
+
+
+def _not_loaded(part: str) -> str:
+    return f"the report data has no {part}; read it with report.load(conn, crawl_id, fmt)"

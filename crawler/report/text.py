@@ -1,0 +1,32 @@
+"""``text``: a summary line, then the broken links grouped by the page linking to them."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from crawler.report._common import SEED_SOURCE, reason
+from crawler.report.model import BrokenLink, Format, ReportData
+
+
+def render(data: ReportData) -> str:
+    """The report as plain text for a terminal."""
+    s = data.summary
+    state = "finished" if data.crawl.state == "finished" else f"unfinished, {s.pending} pending"
+    lines = [
+        f"{s.pages} pages crawled, {s.links} links checked, {s.broken} broken, "
+        f"{s.redirected} redirected, {s.skipped} skipped, {s.excluded} excluded "
+        f"in {data.crawl.elapsed_s:.1f}s ({data.pages_per_s:.1f} pages/s, {state})"
+    ]
+    by_source: defaultdict[str, list[BrokenLink]] = defaultdict(list)
+    for link in data.broken:
+        for source in link.sources or [SEED_SOURCE]:
+            by_source[source].append(link)
+    for source in sorted(by_source):
+        lines.append("")
+        lines.append(source)
+        for link in by_source[source]:
+            lines.append(f"  ✗ {link.url}  [{reason(link.status, link.error)}]")
+    return "\n".join(lines) + "\n"
+
+
+FORMAT = Format("text", render, "text/plain; charset=utf-8")

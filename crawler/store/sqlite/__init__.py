@@ -1,0 +1,1 @@
+"""The SQLite backend: one writer thread, migrations, frontier, results."""

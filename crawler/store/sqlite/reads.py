@@ -1,0 +1,74 @@
+"""What the service reads from a crawl's database, on read-only connections.
+
+Blocking functions: callers run them in a thread. Each opens its own reader
+(``store.db.open_reader``), so it never waits for the crawl's writer and works
+while the crawl runs. The per-host totals read the ``url_result`` view, part of
+the documented SQL interface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from crawler.models import Counts
+from crawler.report.model import ReportData
+from crawler.store.sqlite import crawls, db
+from crawler.store.sqlite import report as sqlite_report
+from crawler.store.sqlite.frontier import Frontier
+
+_HOST_TOTALS = """
+SELECT host,
+       count(*),
+       sum(CASE WHEN status >= 500
+                  OR (error_kind IS NOT NULL AND error_kind <> 'http_status')
+                THEN 1 ELSE 0 END)
+FROM url_result
+WHERE crawl_id = ? AND host IS NOT NULL AND class IN ('ok', 'redirected', 'broken')
+GROUP BY host
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A crawl's frontier counters and its active time so far."""
+
+    counts: Counts
+    elapsed_s: float
+    finished: bool
+
+
+def snapshot(path: Path) -> Snapshot:
+    """Counters of the (one) crawl in ``path``."""
+    conn = db.open_reader(path)
+    try:
+        record = crawls.get(conn)
+        counts = Frontier(conn, record.id).counts()
+        return Snapshot(counts, record.elapsed_s, record.state == "finished")
+    finally:
+        conn.close()
+
+
+def counts(path: Path) -> Counts:
+    """Frontier counters only (the live sampler's question)."""
+    return snapshot(path).counts
+
+
+def host_totals(path: Path) -> dict[str, tuple[int, int]]:
+    """host -> (URLs requested, of which no response or 5xx), for the crawl in ``path``."""
+    conn = db.open_reader(path)
+    try:
+        record = crawls.get(conn)
+        rows = conn.execute(_HOST_TOTALS, (record.id,)).fetchall()
+    finally:
+        conn.close()
+    return {host: (int(total), int(errors or 0)) for host, total, errors in rows}
+
+
+def load_report(path: Path, fmt: str) -> ReportData:
+    """The crawl's report data, as much as format ``fmt`` shows."""
+    conn = db.open_reader(path)
+    try:
+        return sqlite_report.load(conn, None, fmt)
+    finally:
+        conn.close()

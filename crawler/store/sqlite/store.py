@@ -1,0 +1,138 @@
+"""The one writer: every frontier call runs on a single dedicated thread.
+
+aiosqlite would hop threads once per statement; a group commit here is one
+hop for the whole batch (BEGIN, the upserts, the results, COMMIT), which is
+what keeps the event loop free and the writes batched.
+
+The WAL is this backend's own concern, kept here: a passive checkpoint with
+every lease renewal, and commits held back while a long reader's snapshot
+keeps the log from being reset past ``WAL_LIMIT_BYTES`` (``complete``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from typing import ParamSpec, TypeVar
+
+import structlog
+
+from crawler.models import Counts, Discovered, LeasedUrl, Outcome
+from crawler.politeness import Gate, HostGate, Limits
+from crawler.store.sqlite import crawls, db, hostdata
+from crawler.store.sqlite.frontier import Frontier
+
+log = structlog.get_logger(__name__)
+P = ParamSpec("P")
+WAL_LIMIT_BYTES = 64 * 1024 * 1024  # the WAL stays under this, readers or not
+WAL_CHECK_EVERY_S = 1.0
+WAL_STALL_POLL_S = 0.25
+T = TypeVar("T")
+
+
+class AsyncFrontier:
+    """``Frontier``'s contract, awaitable; calls are serialized on one thread."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        crawl_id: int,
+        *,
+        max_urls: int | None = None,
+        max_cache_age_s: float | None = None,
+    ) -> None:
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="crawler-writer"
+        )
+        self._conn = conn
+        self.sync = Frontier(conn, crawl_id, max_urls=max_urls, max_cache_age_s=max_cache_age_s)
+        self.crawl_id = crawl_id
+        self.wal_stalls = 0  # commits held back for the WAL bound (tests, diagnostics)
+        self._wal_checked_at = 0.0
+        self._stopping = False
+
+    async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(
+                self._executor, functools.partial(fn, *args, **kwargs)
+            )
+        except sqlite3.Error as exc:  # a read outside ``atomic`` failed
+            raise db.translate(exc) from exc
+
+    async def enqueue(self, seeds: Sequence[Discovered], now: float) -> int:
+        return await self._run(self.sync.enqueue, seeds, now)
+
+    async def lease(self, owner: str, limit: int, ttl_s: float, now: float) -> list[LeasedUrl]:
+        return await self._run(self.sync.lease, owner, limit, ttl_s, now)
+
+    async def renew(self, owner: str, ttl_s: float, now: float) -> int:
+        renewed = await self._run(self.sync.renew, owner, ttl_s, now)
+        await self._run(self.sync.checkpoint)
+        return renewed
+
+    async def complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
+        await self._keep_wal_bounded()
+        return await self._run(self.sync.complete, owner, outcomes, now)
+
+    async def release(self, owner: str) -> int:
+        return await self._run(self.sync.release, owner)
+
+    async def reclaim(self, now: float, stale_after_s: float) -> int:
+        return await self._run(self.sync.reclaim, now, stale_after_s)
+
+    async def finish_if_quiescent(self, now: float) -> bool:
+        return await self._run(self.sync.finish_if_quiescent, now)
+
+    async def register_worker(self, owner: str, now: float) -> None:
+        await self._run(self.sync.register_worker, owner, now)
+
+    async def next_wake_at(self) -> float | None:
+        return await self._run(self.sync.next_wake_at)
+
+    async def counts(self) -> Counts:
+        return await self._run(self.sync.counts)
+
+    async def add_elapsed(self, seconds: float) -> None:
+        await self._run(crawls.add_elapsed, self._conn, self.crawl_id, seconds)
+
+    async def get_robots(self, host: str) -> tuple[int | None, str] | None:
+        return await self._run(hostdata.get_robots, self._conn, self.crawl_id, host)
+
+    async def put_robots(self, host: str, status: int | None, body: str, now: float) -> None:
+        await self._run(hostdata.put_robots, self._conn, self.crawl_id, host, status, body, now)
+
+    def host_gate(self, owner: str, limits: Limits, ttl_s: float, wake: Callable[[], None]) -> Gate:
+        """One process per crawl at a time here: the gate lives in memory."""
+        return HostGate(limits)
+
+    def stopping(self) -> None:
+        """Commit what the caller still hands over, past the WAL bound if need be."""
+        self._stopping = True
+
+    async def _keep_wal_bounded(self) -> None:
+        """Hold commits while a long reader keeps the WAL from being reset."""
+        now = time.monotonic()
+        if now - self._wal_checked_at < WAL_CHECK_EVERY_S:
+            return
+        self._wal_checked_at = now
+        warned = False
+        while not self._stopping and not await self._run(self.sync.bound_wal, WAL_LIMIT_BYTES):
+            if not warned:
+                log.warning(
+                    "wal_limit_reached",
+                    limit_mb=WAL_LIMIT_BYTES >> 20,
+                    hint="a reader holds an old snapshot; commits wait for it",
+                )
+                warned = True
+            self.wal_stalls += 1
+            await asyncio.sleep(WAL_STALL_POLL_S)
+
+    def close(self) -> None:
+        """Stop the writer thread and close the connection."""
+        self._executor.shutdown(wait=True)
+        self._conn.close()

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: loopback sites and servers, crawls on either backend."""
