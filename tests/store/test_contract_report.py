@@ -1,0 +1,265 @@
+"""The report contract, run on every backend: what ``load_report`` reads back from a crawl.
+
+Summary counts, broken links with their sources, broken edges with their
+failure kinds, redirect chains, missing fragments, and links to pages already
+crawled OK (settled: kept apart, never reported). The documented views
+(``resolved``, ``redirects``, ``broken_links``) are part of the SQL interface
+and are compared too, where the report does not show a column.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from backends import Backend
+from contractkit import BROKEN, OK, T0, TTL, Plan, disc, drain, outcome, u
+
+from crawler.models import ResultClass, UrlKind
+from crawler.report.model import BrokenLink, ReportData
+
+
+def broken(report: ReportData) -> list[tuple[str, int | None, str | None, list[str]]]:
+    return [(b.url, b.status, b.error, b.sources) for b in report.broken]
+
+
+def edges(report: ReportData) -> list[tuple[str, str | None, str, tuple[str, ...]]]:
+    return [(e.url, e.source, e.kind, e.elements) for e in report.edges]
+
+
+def classes(report: ReportData) -> dict[str, tuple[str, int | None, str | None]]:
+    return {r.url: (r.result_class, r.status, r.error) for r in report.need_results()}
+
+
+async def test_broken_child_with_two_sources(db: Backend) -> None:
+    f = await db.store()
+    await f.enqueue([disc(u("p1")), disc(u("p2"))], T0)
+    dead = u("dead")
+    plan = Plan(
+        results={dead: BROKEN},
+        children={
+            u("p1"): [disc(dead, UrlKind.CHECK), disc(u("fine"), UrlKind.CHECK)],
+            u("p2"): [disc(dead, UrlKind.CHECK, element="img", fragment="f")],
+        },
+    )
+    await drain(f, plan)
+    report = await db.report(f.crawl_id)
+    assert report.broken == [BrokenLink(dead, 404, "HTTP 404", [u("p1"), u("p2")])]
+    assert edges(report) == [
+        (dead, u("p1"), "http_status", ("a",)),
+        (dead, u("p2"), "http_status", ("img",)),
+    ]
+    assert classes(report)[u("fine")] == ("ok", 200, None)
+    rows = await db.view("broken_links", f.crawl_id)
+    assert {(r["source"], r["element"], r["fragment"]) for r in rows} == {
+        (u("p1"), "a", ""),
+        (u("p2"), "img", "f"),
+    }
+    assert len(rows) == 2
+
+
+async def test_broken_seed_is_reported_without_source(db: Backend) -> None:
+    f = await db.store()
+    await f.enqueue([disc(u("gone"))], T0)
+    await drain(f, Plan(results={u("gone"): BROKEN}))
+    report = await db.report(f.crawl_id)
+    assert broken(report) == [(u("gone"), 404, "HTTP 404", [])]
+    assert edges(report) == [(u("gone"), None, "http_status", ())]
+    assert report.summary.pages == 0
+
+
+async def test_redirect_chain_to_a_broken_url(db: Backend) -> None:
+    f = await db.store()
+    await f.enqueue([disc(u("p"))], T0)
+    a, b, c = u("a"), u("b"), u("c")
+    plan = Plan(
+        results={c: BROKEN}, children={u("p"): [disc(a, UrlKind.CHECK)]}, redirects={a: b, b: c}
+    )
+    await drain(f, plan)
+    report = await db.report(f.crawl_id)
+    got = classes(report)
+    assert got[a][:2] == ("broken", 404)
+    assert c in (got[a][2] or "")
+    assert got[b][0] == got[c][0] == "broken"
+    assert got[u("p")] == ("ok", 200, None)
+    # Reported once, through the link the page really has.
+    assert [(x.url, x.sources) for x in report.broken] == [(a, [u("p")])]
+    assert edges(report) == [(a, u("p"), "http_status", ("a",))]
+    res = {r["url"]: r for r in await db.view("resolved", f.crawl_id)}
+    assert (res[a]["final_url"], res[a]["redirects"]) == (c, 2)
+    redirects = {
+        r["url"]: (r["redirect_to"], r["final_url"], r["hops"], bool(r["is_loop"]))
+        for r in await db.view("redirects", f.crawl_id)
+    }
+    assert redirects == {a: (b, c, 2, False), b: (c, c, 1, False)}
+    assert (report.summary.redirected, report.summary.broken) == (0, 3)
+
+
+async def test_redirect_chain_to_an_ok_url_is_redirected(db: Backend) -> None:
+    f = await db.store()
+    await f.enqueue([disc(u("p"))], T0)
+    plan = Plan(children={u("p"): [disc(u("a"), UrlKind.CHECK)]}, redirects={u("a"): u("b")})
+    await drain(f, plan)
+    report = await db.report(f.crawl_id)
+    assert classes(report)[u("a")] == ("redirected", 200, None)
+    res = {r["url"]: r for r in await db.view("resolved", f.crawl_id)}
+    assert res[u("a")]["final_url"] == u("b")
+    assert report.broken == []
+    assert (report.summary.redirected, report.summary.broken) == (1, 0)
+
+
+async def test_redirect_loop_is_broken(db: Backend) -> None:
+    f = await db.store()
+    await f.enqueue([disc(u("p"))], T0)
+    a, b = u("a"), u("b")
+    plan = Plan(children={u("p"): [disc(a, UrlKind.CHECK)]}, redirects={a: b, b: a})
+    await drain(f, plan)
+    report = await db.report(f.crawl_id)
+    got = classes(report)
+    for url in (a, b):
+        assert got[url] == ("broken", None, "redirect loop")
+    loops = {r["url"]: bool(r["is_loop"]) for r in await db.view("redirects", f.crawl_id)}
+    assert loops == {a: True, b: True}
+    assert broken(report) == [(a, None, "redirect loop", [u("p")])]
+    assert edges(report) == [(a, u("p"), "redirect_loop", ("a",))]
+
+
+@pytest.mark.parametrize(
+    ("config", "expected_class"),
+    [({"max_redirects": 2}, "broken"), ({"max_redirects": 3}, "redirected"), ({}, "redirected")],
+)
+async def test_redirect_chain_longer_than_max_redirects(
+    db: Backend, config: dict[str, Any], expected_class: str
+) -> None:
+    f = await db.store(config)
+    await f.enqueue([disc(u("p"))], T0)
+    a, b, c, d = (u(x) for x in "abcd")
+    plan = Plan(children={u("p"): [disc(a, UrlKind.CHECK)]}, redirects={a: b, b: c, c: d})
+    await drain(f, plan)
+    res = {r["url"]: r for r in await db.view("resolved", f.crawl_id)}
+    assert (res[a]["redirects"], res[a]["final_url"]) == (3, d)
+    report = await db.report(f.crawl_id)
+    assert classes(report)[a][0] == expected_class
+    assert classes(report)[b][0] == "redirected"  # two hops: within every limit here
+    if expected_class == "broken":
+        assert [(x.url, x.error) for x in report.broken] == [(a, "too many redirects (3)")]
+        assert edges(report) == [(a, u("p"), "too_many_redirects", ("a",))]
+    else:
+        assert report.broken == []
+
+
+async def test_missing_fragment_is_a_broken_link(db: Backend) -> None:
+    f = await db.store()
+    await f.enqueue([disc(u("p"))], T0)
+    (p,) = await f.lease("w1", 10, TTL, T0)
+    kids = [
+        disc(u("t"), UrlKind.ANCHORS, fragment="here"),
+        disc(u("t"), UrlKind.ANCHORS, fragment="gone"),
+        disc(u("t"), UrlKind.ANCHORS, fragment="top"),  # always there
+    ]
+    await f.complete("w1", [outcome(p, children=kids, anchors=frozenset())], T0)
+    (t,) = await f.lease("w1", 10, TTL, T0)
+    await f.complete("w1", [outcome(t, anchors=frozenset({"here"}))], T0)
+    report = await db.report(f.crawl_id)
+    assert broken(report) == [(u("t") + "#gone", 200, "fragment #gone not found", [u("p")])]
+    assert edges(report) == [(u("t") + "#gone", u("p"), "missing_fragment", ("a",))]
+    assert (report.summary.ok, report.summary.broken) == (2, 1)
+
+
+async def test_links_to_pages_crawled_ok_are_settled_the_rest_stay_open(db: Backend) -> None:
+    f = await db.store()
+    await f.enqueue([disc(u("")), disc(u("bad"))], T0)
+    by_url = {row.url: row for row in await f.lease("w1", 10, TTL, T0)}
+    # "" is crawled OK (a page, settled); "bad" is a page answered 404 (not settled).
+    outs = [outcome(by_url[u("")]), outcome(by_url[u("bad")], BROKEN)]
+    assert all(await f.complete("w1", outs, T0))
+    await f.enqueue([disc(u("next"))], T0)
+    (nxt,) = await f.lease("w1", 10, TTL, T0)
+    children = [
+        disc(u("")),  # settled page
+        disc(u(""), fragment="top"),  # a fragment is checked against the page: open
+        disc(u("bad")),  # broken page: open
+        disc(u("img.png"), UrlKind.CHECK, element="img"),  # not crawled yet: open
+    ]
+    assert await f.complete("w1", [outcome(nxt, children=children)], T0) == [True]
+    tables = await db.link_tables()
+    assert tables["settled"] == {(u("next"), u(""), "")}
+    assert tables["open"] == {
+        (u("next"), u(""), "top"),
+        (u("next"), u("bad"), ""),
+        (u("next"), u("img.png"), ""),
+    }
+    # The `link` view holds every link; reports read only the open ones.
+    assert {(s, t, fr) for s, t, _, fr in await db.links()} == tables["open"] | tables["settled"]
+    assert broken(await db.report(f.crawl_id)) == [(u("bad"), 404, "HTTP 404", [u("next")])]
+    # A second writer (no cache) learns "settled" from the row itself.
+    again = await db.store(crawl_id=f.crawl_id)
+    await again.enqueue([disc(u("other"))], T0)
+    (other,) = [row for row in await again.lease("w2", 10, TTL, T0) if row.url == u("other")]
+    assert await again.complete("w2", [outcome(other, children=[disc(u(""))])], T0) == [True]
+    assert (u("other"), u(""), "") in (await db.link_tables())["settled"]
+
+
+async def test_summary_counts_follow_every_kind_of_write(db: Backend) -> None:
+    other = await db.store()  # a second crawl in the same database is counted apart
+    await other.enqueue([disc(u(""))], T0)
+    await drain(other, Plan())
+    f = await db.store()
+    seeds = [disc(u("")), disc("mailto:x@y.z", UrlKind.SKIP, result=ResultClass.SKIPPED)]
+    await f.enqueue(seeds, T0)
+    early = (await db.report(f.crawl_id)).summary
+    assert (early.pending, early.skipped, early.pages, early.links) == (1, 1, 0, 0)
+    plan = Plan(
+        results={u("gone"): BROKEN, u("x"): OK},
+        children={
+            u(""): [disc(u("x"), UrlKind.CHECK, element="img"), disc(u("gone")), disc(u("r"))],
+        },
+        redirects={u("r"): u("r2")},
+    )
+    await drain(f, plan)
+    s = (await db.report(f.crawl_id)).summary
+    assert (s.pages, s.ok, s.redirected, s.broken, s.skipped, s.excluded, s.blocked) == (
+        2,
+        3,
+        1,
+        1,
+        1,
+        0,
+        0,
+    )
+    assert (s.links, s.pending) == (5, 0)
+    # A check found again as a page is fetched again, and now broken: its result is replaced.
+    plan.results[u("x")] = BROKEN
+    await f.enqueue([disc(u("x"))], T0)
+    assert (await db.report(f.crawl_id)).summary.pending == 1
+    await drain(f, plan)
+    report = await db.report(f.crawl_id)
+    s = report.summary
+    assert (s.pages, s.ok, s.redirected, s.broken, s.skipped, s.links, s.pending) == (
+        2,
+        2,
+        1,
+        2,
+        1,
+        5,
+        0,
+    )
+    assert report.pages == [u(""), u("r2")]
+    theirs = (await db.report(other.crawl_id)).summary
+    assert (theirs.pages, theirs.ok, theirs.links, theirs.broken) == (1, 1, 1, 0)
+    counts = await f.counts()
+    assert (counts.pending, counts.leased, counts.done, counts.broken) == (0, 0, 6, 2)
+
+
+async def test_results_come_in_the_order_they_were_checked(db: Backend) -> None:
+    f = await db.store()
+    await f.enqueue([disc(u("a")), disc(u("b"))], T0)
+    a, b = await f.lease("w1", 10, TTL, T0)
+    await f.complete("w1", [outcome(b, BROKEN)], T0 + 1)
+    await f.complete("w1", [outcome(a)], T0 + 2)
+    report = await db.report(f.crawl_id)
+    assert [(r.url, r.result_class, r.checked_at) for r in report.need_results()] == [
+        (u("b"), "broken", T0 + 1),
+        (u("a"), "ok", T0 + 2),
+    ]
+    assert report.need_pages() == [u("a")]
