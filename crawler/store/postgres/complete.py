@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from crawler.models import Outcome
+from crawler.models import Outcome, ResultClass, UrlKind
 from crawler.store.postgres.discover import UPSERT_RESULTS, Found, Recorder, ResultRow
 
 _RETRY = """
@@ -24,13 +24,15 @@ WHERE url.id = x.id AND url.state = 1 AND url.lease_owner = $3
 RETURNING url.id
 """
 
-# A row upgraded from check to page while we held it goes back to pending.
+# A row upgraded from check to page while we held it goes back to pending. A
+# page crawled OK is settled: links to it go to link_settled from now on.
 _DONE = """
 UPDATE url SET state = CASE WHEN url.kind = x.kind THEN 2 ELSE 0 END,
+    settled = (url.kind = x.kind AND x.settles),
     lease_owner = NULL, lease_expires_at = NULL, attempts = attempts + 1
-FROM unnest($1::bigint[], $2::smallint[]) AS x (id, kind)
-WHERE url.id = x.id AND url.state = 1 AND url.lease_owner = $3
-RETURNING url.id
+FROM unnest($1::bigint[], $2::smallint[], $3::boolean[]) AS x (id, kind, settles)
+WHERE url.id = x.id AND url.state = 1 AND url.lease_owner = $4
+RETURNING url.id, url.settled
 """
 
 
@@ -49,7 +51,7 @@ async def complete(
         if o.result is None and first[o.leased.id] == i
     )
     dones = sorted(
-        (o.leased.id, int(o.leased.kind))
+        (o.leased.id, int(o.leased.kind), _settles(o))
         for i, o in enumerate(outcomes)
         if o.result is not None and first[o.leased.id] == i
     )
@@ -57,11 +59,17 @@ async def complete(
     if retries:
         rows = await conn.fetch(_RETRY, [r[0] for r in retries], [r[1] for r in retries], owner)
         accepted.update(int(r[0]) for r in rows)
+    settled: set[int] = set()
     if dones:
-        rows = await conn.fetch(_DONE, [d[0] for d in dones], [d[1] for d in dones], owner)
+        columns = [[d[0] for d in dones], [d[1] for d in dones], [d[2] for d in dones]]
+        rows = await conn.fetch(_DONE, *columns, owner)
         accepted.update(int(r[0]) for r in rows)
+        settled.update(int(r[0]) for r in rows if r[1])
     flags = [o.leased.id in accepted and first[o.leased.id] == i for i, o in enumerate(outcomes)]
     done = [o for o, ok in zip(outcomes, flags, strict=True) if ok and o.result is not None]
+    for o in done:
+        if o.leased.id in settled:
+            recorder.settle(o.leased.url)
     if done:
         await _record_done(conn, recorder, done, now)
     return flags
@@ -75,8 +83,9 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
             found.append(Found(o.redirect_to, o.leased.depth, o.leased.hop + 1))
         found.extend(Found(child, o.leased.depth + 1, 0) for child in o.children)
     results: list[ResultRow] = []
-    ids, _ = await recorder.record(conn, found, now, results)
+    ids, settled, _ = await recorder.record(conn, found, now, results)
     edges: dict[tuple[int, int, str], str] = {}
+    settled_edges: dict[tuple[int, int], str] = {}
     anchors: set[tuple[int, str]] = set()
     position = 0
     for o in done:
@@ -88,9 +97,13 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
             if redirect_id is not None:
                 edges.setdefault((redirect_id, source, ""), "redirect")
         for child in o.children:
-            target = ids[position]
+            target, is_settled = ids[position], settled[position]
             position += 1
-            if target is not None:
+            if target is None:
+                continue
+            if is_settled and not child.fragment:
+                settled_edges.setdefault((source, target), child.element)
+            else:
                 edges.setdefault((target, source, child.fragment), child.element)
         if o.anchors is not None:
             anchors.add((source, ""))
@@ -114,13 +127,23 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
     if edges:
         keys = sorted(edges)
         await conn.execute(
-            "INSERT INTO link (target_id, source_id, fragment, element) "
+            "INSERT INTO link_open (target_id, source_id, fragment, element) "
             "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) "
             "ON CONFLICT DO NOTHING",
             [k[0] for k in keys],
             [k[1] for k in keys],
             [k[2] for k in keys],
             [edges[k] for k in keys],
+        )
+    if settled_edges:
+        pairs = sorted(settled_edges)
+        await conn.execute(
+            "INSERT INTO link_settled (source_id, target_id, element) "
+            "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[]) "
+            "ON CONFLICT DO NOTHING",
+            [p[0] for p in pairs],
+            [p[1] for p in pairs],
+            [settled_edges[p] for p in pairs],
         )
     if anchors:
         names = sorted(anchors)
@@ -131,6 +154,16 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
             [a[1] for a in names],
         )
     await write_results(conn, results)
+
+
+def _settles(outcome: Outcome) -> bool:
+    """Whether completing this outcome settles its row: a page, answered OK."""
+    result = outcome.result
+    return (
+        outcome.leased.kind == UrlKind.PAGE
+        and result is not None
+        and result.result_class == ResultClass.OK
+    )
 
 
 async def write_results(conn: Any, results: list[ResultRow]) -> None:

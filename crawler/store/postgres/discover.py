@@ -14,6 +14,9 @@ loop, with the same outcome row for row:
 - with ``--max-cache-age`` a new link to check takes a recent OK result of an
   earlier crawl instead of being requested again.
 
+Each URL comes back with whether it is settled (a page crawled with an OK
+result), so a link to it can go to ``link_settled``, which reports never read.
+
 The one difference from URL-at-a-time: a URL first found as a link to check
 and later in the same batch as a page is inserted as a page at once (SQLite
 inserts it as a check, may fill it from the cache, then upgrades it). Either
@@ -122,6 +125,7 @@ class _Planned:
 
     id: int | None  # None until inserted
     kind: int
+    settled: bool
     depth: int
     hop: int
     state: int
@@ -144,9 +148,10 @@ class Recorder:
         self.crawl_id = crawl_id
         self._max_urls = max_urls
         self._max_cache_age_s = max_cache_age_s
-        # url -> (id, kind): rows are never deleted and kinds only grow, so an
-        # entry stays true whatever other workers do.
-        self._seen: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        # url -> (id, kind, settled): rows are never deleted, kinds only grow
+        # and a settled row stays settled, so an entry stays true whatever
+        # other workers do (a row settled since is only a link kept open).
+        self._seen: OrderedDict[str, tuple[int, int, bool]] = OrderedDict()
         self._seen_cap = seen_cache_size
         self._host_ids: OrderedDict[str, int] = OrderedDict()
 
@@ -157,22 +162,23 @@ class Recorder:
 
     async def record(
         self, conn: Any, found: Sequence[Found], now: float, results: list[ResultRow]
-    ) -> tuple[list[int | None], int]:
-        """Insert or find each URL; (row ids in order, None past --max-urls; how many new).
+    ) -> tuple[list[int | None], list[bool], int]:
+        """Insert or find each URL: row ids in order (None past --max-urls), settled, new count.
 
         Result rows for new skipped URLs are appended to ``results``.
         """
         ids: list[int | None] = [None] * len(found)
+        settled = [False] * len(found)
         todo: list[int] = []
         for i, f in enumerate(found):
             cached = self._seen.get(f.item.url)
             if cached is not None and cached[1] >= f.item.kind:
                 self._seen.move_to_end(f.item.url)
-                ids[i] = cached[0]
+                ids[i], settled[i] = cached[0], cached[2]
             else:
                 todo.append(i)
         if not todo:
-            return ids, 0
+            return ids, settled, 0
         count: int | None = None
         if self._max_urls is not None:
             await conn.execute("SELECT pg_advisory_xact_lock($1, $2)", _COUNT_LOCK, self.crawl_id)
@@ -181,13 +187,13 @@ class Recorder:
             )
         urls = sorted({found[i].item.url for i in todo})
         existing = await conn.fetch(
-            "SELECT url, id, kind, depth, hop, state FROM url "
+            "SELECT url, id, kind, settled, depth, hop, state FROM url "
             "WHERE crawl_id = $1 AND url = ANY($2::text[])",
             self.crawl_id,
             urls,
         )
         plan: dict[str, _Planned] = {
-            r[0]: _Planned(r[1], r[2], r[3], r[4], r[5], found[todo[0]].item, is_new=False)
+            r[0]: _Planned(r[1], r[2], r[3], r[4], r[5], r[6], found[todo[0]].item, is_new=False)
             for r in existing
         }
         wanted: list[tuple[int, str]] = []  # (index into found, url) that get an id
@@ -201,7 +207,7 @@ class Recorder:
             if row is None:
                 state = UrlState.DONE if f.item.kind == UrlKind.SKIP else UrlState.PENDING
                 plan[f.item.url] = _Planned(
-                    None, int(f.item.kind), f.depth, f.hop, int(state), f.item, is_new=True
+                    None, int(f.item.kind), False, f.depth, f.hop, int(state), f.item, is_new=True
                 )
                 if count is not None:
                     count += 1
@@ -215,9 +221,15 @@ class Recorder:
         for i, url in wanted:
             row = plan[url]
             assert row.id is not None
-            ids[i] = row.id
-            self._remember(url, row.id, row.kind)
-        return ids, new
+            ids[i], settled[i] = row.id, row.settled
+            self._remember(url, row.id, row.kind, row.settled)
+        return ids, settled, new
+
+    def settle(self, url: str) -> None:
+        """``url`` was just crawled OK as a page: links to it are settled from now on."""
+        cached = self._seen.get(url)
+        if cached is not None:
+            self._seen[url] = (cached[0], cached[1], True)
 
     async def _insert(
         self, conn: Any, plan: dict[str, _Planned], now: float, results: list[ResultRow]
@@ -240,13 +252,14 @@ class Recorder:
             plan[url].id = int(url_id)
         raced = [url for url, row in fresh if row.id is None]
         if raced:  # inserted meanwhile by another worker: found again, maybe an upgrade
-            for url, url_id, kind in await conn.fetch(
-                "SELECT url, id, kind FROM url WHERE crawl_id = $1 AND url = ANY($2::text[])",
+            for url, url_id, kind, settled in await conn.fetch(
+                "SELECT url, id, kind, settled FROM url "
+                "WHERE crawl_id = $1 AND url = ANY($2::text[])",
                 self.crawl_id,
                 raced,
             ):
                 row = plan[url]
-                row.id, row.is_new = int(url_id), False
+                row.id, row.is_new, row.settled = int(url_id), False, settled
                 row.upgraded = kind >= UrlKind.CHECK and row.kind > kind
                 row.kind = max(row.kind, int(kind)) if kind >= UrlKind.CHECK else int(kind)
         for _, row in fresh:
@@ -305,8 +318,8 @@ class Recorder:
                 self._host_ids.popitem(last=False)
         return found
 
-    def _remember(self, url: str, url_id: int, kind: int) -> None:
-        self._seen[url] = (url_id, kind)
+    def _remember(self, url: str, url_id: int, kind: int, settled: bool) -> None:
+        self._seen[url] = (url_id, kind, settled)
         self._seen.move_to_end(url)
         if len(self._seen) > self._seen_cap:
             self._seen.popitem(last=False)

@@ -1,11 +1,12 @@
 """``PostgresFrontier``: the frontier contract on PostgreSQL, for many workers at once.
 
-The engine may call only the ``FrontierStore`` methods, each one transaction
-(see ``crawler.store.frontier`` for the semantics, kept here statement for
-statement):
+The engine may call only the ``FrontierStore`` methods, each one transaction,
+with the meaning ``crawler.store.contract`` states (and tests/store/ tests on
+both backends); the statements are PostgreSQL's own:
 
 - ``lease`` claims due pending rows with ``SELECT … FOR UPDATE SKIP LOCKED``
-  in one ``UPDATE``, so concurrent workers never wait for nor share a row;
+  in one ``UPDATE``, so concurrent workers never wait for nor share a row; it
+  walks the ``url_pending`` index in the contract's order (migration 0007);
 - ``complete`` marks the whole batch (only rows this owner still holds),
   records children, links, anchors and results, in one transaction of a few
   array statements;
@@ -45,7 +46,7 @@ _LEASE = """
 WITH picked AS (
     SELECT id FROM url
     WHERE crawl_id = $1 AND state = 0 AND next_attempt_at <= $2
-    ORDER BY depth, id
+    ORDER BY depth - (kind < 3)::integer, kind, id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
@@ -54,8 +55,8 @@ FROM picked WHERE u.id = picked.id
 RETURNING u.id, u.url, u.host_id, u.kind, u.depth, u.hop, u.attempts
 """
 
-# The lease must walk url_pending in (depth, id) order and stop after LIMIT
-# rows. With stale statistics (no autoanalyze yet, or autovacuum off) the
+# The lease must walk url_pending in its order (the contract's lease order:
+# checks with the level above, then kind, then id) and stop after LIMIT rows. With stale statistics (no autoanalyze yet, or autovacuum off) the
 # planner may instead read every pending row and sort them: 10x slower at 100k
 # pending rows. Sorting is never the right plan for this statement.
 LEASE_PLAN = "SET LOCAL enable_sort = off"
@@ -113,14 +114,14 @@ class PostgresFrontier:
 
         async def body(conn: Any) -> int:
             results: list[ResultRow] = []
-            _, new = await self._recorder.record(conn, found, now, results)
+            _, _, new = await self._recorder.record(conn, found, now, results)
             await completion.write_results(conn, results)
             return new
 
         return int(await self._call(self._tx(body)))
 
     async def lease(self, owner: str, limit: int, ttl_s: float, now: float) -> list[LeasedUrl]:
-        """Lease up to ``limit`` due pending rows, shallowest first."""
+        """Lease up to ``limit`` due pending rows in the contract's lease order."""
         return await self._call(self._lease(owner, limit, ttl_s, now))
 
     async def _lease(self, owner: str, limit: int, ttl_s: float, now: float) -> list[LeasedUrl]:
@@ -140,7 +141,7 @@ class PostgresFrontier:
                 hop=int(r[5]),
                 attempts=int(r[6]),
             )
-            for r in sorted(rows, key=lambda r: (r[4], r[0]))  # depth, id
+            for r in sorted(rows, key=lambda r: (r[4] - (r[3] < UrlKind.PAGE), r[3], r[0]))
         ]
 
     async def renew(self, owner: str, ttl_s: float, now: float) -> int:

@@ -1,11 +1,15 @@
-"""The read side on PostgreSQL: the ``ReportData`` that ``crawler.report.load`` reads from SQLite.
+"""The read side on PostgreSQL: a crawl's ``ReportData``, the same rows as SQLite's.
 
 Every report format renders from ``ReportData``, so each works unchanged on
-either backend. The questions are ``crawler.store.results``' and read the same
+either backend; tests/store/test_contract_report.py holds both to the same
+rows. The questions are ``crawler.store.sqlite.results``' and read the same
 views (``resolved``, ``broken_links``, ``broken_fragments``), in one
 ``REPEATABLE READ`` read-only transaction: one snapshot, even while workers
-write. Sorting that SQLite does by byte order is done here in Python (code
-point order, the same), so a database collation cannot reorder a report.
+write. What the end of a crawl reads does not grow with the crawl: the counts
+come from ``crawl_count`` (migration 0006), broken links start from the broken
+results and the redirects, fragments are read only when anchors were recorded.
+Sorting that SQLite does by byte order is done here in Python (code point
+order, the same), so a database collation cannot reorder a report.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from crawler.store.postgres import crawls
 
 _IS_PAGE = f"u.kind = {int(UrlKind.PAGE)} AND r.class = 'ok'"
 
-_SUMMARY = f"""
+# The counts by scanning every URL: only for a database not migrated to 0006
+# (a reader does not migrate).
+_SUMMARY_BY_SCAN = f"""
 SELECT count(*) FILTER (WHERE r.class = 'ok'), count(*) FILTER (WHERE r.class = 'redirected'),
        count(*) FILTER (WHERE r.class = 'broken'), count(*) FILTER (WHERE r.class = 'skipped'),
        count(*) FILTER (WHERE r.class = 'excluded'), count(*) FILTER (WHERE r.class = 'blocked'),
@@ -36,13 +42,28 @@ SELECT count(*) FILTER (WHERE r.class = 'ok'), count(*) FILTER (WHERE r.class = 
 FROM url u LEFT JOIN result r ON r.url_id = u.id WHERE u.crawl_id = $1
 """
 
-_REDIRECT_BROKEN = """
-SELECT count(*) FROM resolved rv JOIN result r ON r.url_id = rv.url_id
-WHERE rv.crawl_id = $1 AND r.class = 'redirected' AND rv.class = 'broken'
+# Pending and leased rows, from their partial indexes: none at the end of a crawl.
+_OUTSTANDING = """
+SELECT (SELECT count(*) FROM url WHERE crawl_id = $1 AND state = 0)
+     + (SELECT count(*) FROM url WHERE crawl_id = $1 AND state = 1)
 """
 
-_BROKEN = """
-SELECT url, status, error, source FROM broken_links WHERE crawl_id = $1
+# A redirect whose chain loops, is too long, or ends broken is broken (as in
+# the ``resolved`` view); the chains start from the redirects' partial index.
+_REDIRECT_BROKEN = """
+SELECT count(*) FROM redirect_chain rc
+JOIN url u          ON u.id = rc.url_id
+JOIN crawl c        ON c.id = u.crawl_id
+JOIN result r       ON r.url_id = rc.url_id AND r.class = 'redirected'
+LEFT JOIN result fr ON fr.url_id = rc.final_id
+WHERE u.crawl_id = $1 AND (rc.is_loop
+    OR rc.hops > COALESCE((c.config ->> 'max_redirects')::integer, 10)
+    OR fr.class = 'broken')
+"""
+
+# Broken links, then (only when some crawl recorded anchors) missing fragments.
+_BROKEN = "SELECT url, status, error, source FROM broken_links WHERE crawl_id = $1"
+_BROKEN_FRAGMENTS = """
 UNION ALL
 SELECT url, status, error, source FROM broken_fragments WHERE crawl_id = $1
 """
@@ -55,12 +76,14 @@ SELECT bl.url, bl.status, bl.error, bl.source, bl.element,
            WHEN bl.error LIKE 'too many redirects%' THEN 'too_many_redirects'
            ELSE fr.error_kind
        END AS kind
-FROM broken_links bl
+FROM (SELECT * FROM broken_links WHERE crawl_id = $1) bl
 JOIN url u                  ON u.crawl_id = bl.crawl_id AND u.url = bl.url
 LEFT JOIN result r          ON r.url_id = u.id
 LEFT JOIN redirect_chain rc ON rc.url_id = u.id
 LEFT JOIN result fr         ON fr.url_id = rc.final_id
 WHERE bl.crawl_id = $1
+"""
+_FRAGMENT_EDGES = f"""
 UNION ALL
 SELECT url, status, error, source, element, '{FRAGMENT_KIND}' AS kind
 FROM broken_fragments WHERE crawl_id = $1
@@ -96,23 +119,46 @@ async def load(conn: Any, crawl_id: int | None = None, fmt: str | None = None) -
 
 
 async def summary(conn: Any, crawl_id: int) -> Summary:
-    """Counts per class, redirects followed, missing fragments counted as broken."""
-    row = await conn.fetchrow(_SUMMARY, crawl_id)
-    fragments = await conn.fetchval(
-        "SELECT count(DISTINCT url) FROM broken_fragments WHERE crawl_id = $1", crawl_id
-    )
+    """Counts per class, redirects followed, missing fragments counted as broken.
+
+    The counts come from ``crawl_count`` (kept by triggers), not from a scan
+    of the crawl's URLs: reading them costs the same at any size of crawl.
+    """
+    if await conn.fetchval("SELECT to_regclass('crawl_count') IS NULL"):
+        row = await conn.fetchrow(_SUMMARY_BY_SCAN, crawl_id)
+        counts = {name: int(v or 0) for name, v in zip(COUNT_NAMES, row, strict=True)}
+    else:
+        counts = {
+            name: int(n)
+            for name, n in await conn.fetch(
+                "SELECT name, sum(n) FROM crawl_count WHERE crawl_id = $1 GROUP BY name",
+                crawl_id,
+            )
+        }
+        counts["pending"] = int(await conn.fetchval(_OUTSTANDING, crawl_id))
+    fragments = 0
+    if await _has_anchors(conn):
+        fragments = await conn.fetchval(
+            "SELECT count(DISTINCT url) FROM broken_fragments WHERE crawl_id = $1", crawl_id
+        )
     return Summary.from_counts(
-        dict(zip(COUNT_NAMES, row, strict=True)),
+        counts,
         redirect_broken=int(await conn.fetchval(_REDIRECT_BROKEN, crawl_id)),
         fragments_broken=int(fragments),
     )
+
+
+async def _has_anchors(conn: Any) -> bool:
+    """Whether any crawl recorded anchors (--include-fragments); else no fragment is broken."""
+    return bool(await conn.fetchval("SELECT EXISTS (SELECT 1 FROM anchor)"))
 
 
 async def broken_links(conn: Any, crawl_id: int) -> list[BrokenLink]:
     """Broken links with their source pages, sorted by URL; sources sorted too."""
     found: dict[str, BrokenLink] = {}
     sources: defaultdict[str, set[str]] = defaultdict(set)
-    for url, status, error, source in await conn.fetch(_BROKEN, crawl_id):
+    query = _BROKEN + (_BROKEN_FRAGMENTS if await _has_anchors(conn) else "")
+    for url, status, error, source in await conn.fetch(query, crawl_id):
         if url not in found:
             found[url] = BrokenLink(url=url, status=status, error=error)
         if source is not None:
@@ -126,7 +172,8 @@ async def broken_edges(conn: Any, crawl_id: int) -> list[BrokenEdge]:
     """One row per (broken URL, source page), sorted by URL then source (seeds first)."""
     groups: dict[tuple[str, str | None], list[Any]] = {}
     elements: defaultdict[tuple[str, str | None], set[str]] = defaultdict(set)
-    for url, status, error, source, element, kind in await conn.fetch(_EDGES, crawl_id):
+    query = _EDGES + (_FRAGMENT_EDGES if await _has_anchors(conn) else "")
+    for url, status, error, source, element, kind in await conn.fetch(query, crawl_id):
         key = (url, source)
         if key not in groups:
             groups[key] = [status, error, kind]
