@@ -225,7 +225,8 @@ class PostgresBackend(Backend):
 
     async def view(self, name: str, crawl_id: int) -> list[dict[str, Any]]:
         conn = await self._connection()
-        return [dict(r) for r in await conn.fetch(f"SELECT * FROM {name} WHERE crawl_id = $1", crawl_id)]
+        rows = await conn.fetch(f"SELECT * FROM {name} WHERE crawl_id = $1", crawl_id)
+        return [dict(r) for r in rows]
 
     async def close(self) -> None:
         await super().close()

@@ -56,9 +56,10 @@ RETURNING u.id, u.url, u.host_id, u.kind, u.depth, u.hop, u.attempts
 """
 
 # The lease must walk url_pending in its order (the contract's lease order:
-# checks with the level above, then kind, then id) and stop after LIMIT rows. With stale statistics (no autoanalyze yet, or autovacuum off) the
-# planner may instead read every pending row and sort them: 10x slower at 100k
-# pending rows. Sorting is never the right plan for this statement.
+# checks with the level above, then kind, then id) and stop after LIMIT rows.
+# With stale statistics (no autoanalyze yet, or autovacuum off) the planner may
+# instead read every pending row and sort them: 10x slower at 100k pending
+# rows. Sorting is never the right plan for this statement.
 LEASE_PLAN = "SET LOCAL enable_sort = off"
 
 _TO_PENDING = "SET state = 0, lease_owner = NULL, lease_expires_at = NULL"

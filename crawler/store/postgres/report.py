@@ -68,7 +68,7 @@ UNION ALL
 SELECT url, status, error, source FROM broken_fragments WHERE crawl_id = $1
 """
 
-_EDGES = f"""
+_EDGES = """
 SELECT bl.url, bl.status, bl.error, bl.source, bl.element,
        CASE
            WHEN rc.url_id IS NULL THEN r.error_kind

@@ -1,0 +1,290 @@
+"""What only the PostgreSQL backend has: SKIP LOCKED leases on an index, shared host
+slots, advisory locks, deadlock retries, striped counters, numbered migrations.
+
+The meaning of every store call is tested once for both backends
+(``test_contract_*.py``); these are the mechanisms behind it on PostgreSQL,
+where many workers share one crawl.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+from contractkit import BROKEN, OK, T0, TTL, disc, outcome, u
+
+from crawler.config import CrawlSettings
+from crawler.errors import ForeignDatabaseError
+from crawler.models import UrlKind
+from crawler.report.model import COUNT_NAMES
+from crawler.store import migrate
+from crawler.store import open as store_open
+from crawler.store.postgres import report as pg_report
+from crawler.store.postgres import schema
+from crawler.store.postgres.frontier import _LEASE, LEASE_PLAN, PostgresFrontier
+from crawler.store.postgres.gate import Want
+from crawler.store.postgres.host_gate import SharedHostGate
+
+LATEST = migrate.latest_version(schema.DIALECT)
+
+
+class PG:
+    """A migrated test database: a connection for looking, stores for working."""
+
+    def __init__(self, url: str, conn: Any) -> None:
+        self.url = url
+        self.conn = conn
+        self.stores: list[PostgresFrontier] = []
+
+    async def frontier(self, crawl_id: int | None = None, **options: Any) -> PostgresFrontier:
+        if crawl_id is None:
+            settings = CrawlSettings(**options)
+            store = await asyncio.to_thread(store_open.create_crawl, self.url, [], settings)
+        else:
+            store = await asyncio.to_thread(PostgresFrontier.connect, self.url, crawl_id, **options)
+        assert isinstance(store, PostgresFrontier)
+        self.stores.append(store)
+        return store
+
+
+@pytest.fixture
+async def pg(pg_url: str) -> AsyncIterator[PG]:
+    conn = await asyncpg.connect(pg_url)
+    await schema.apply_migrations(conn)
+    db = PG(pg_url, conn)
+    try:
+        yield db
+    finally:
+        await conn.close()
+        for store in db.stores:
+            await asyncio.to_thread(store.close)
+
+
+# -- the lease: SKIP LOCKED on an index walked in order ----------------------------
+
+
+async def test_the_lease_walks_its_index_in_order_without_sorting(pg: PG) -> None:
+    f = await pg.frontier()
+    await f.enqueue([disc(u(f"p{i}")) for i in range(3000)], T0)
+    await f.enqueue([disc(u(f"i{i}.png"), UrlKind.CHECK) for i in range(3000)], T0)
+    await pg.conn.execute("ANALYZE url")
+    async with pg.conn.transaction():
+        await pg.conn.execute(LEASE_PLAN)
+        plan = "\n".join(
+            r[0]
+            for r in await pg.conn.fetch("EXPLAIN " + _LEASE, f.crawl_id, T0, 256, "w1", T0 + TTL)
+        )
+    assert "url_pending" in plan
+    assert "Sort" not in plan
+    assert "LockRows" in plan  # FOR UPDATE SKIP LOCKED
+
+
+async def test_a_batch_lease_skips_rows_another_transaction_holds(pg: PG) -> None:
+    f = await pg.frontier()
+    await f.enqueue([disc(u(str(i))) for i in range(4)], T0)
+    async with pg.conn.transaction():
+        held = await pg.conn.fetchval(
+            "SELECT url FROM url ORDER BY id LIMIT 1 FOR UPDATE"
+        )  # another worker mid-lease
+        got = await f.lease("w1", 10, TTL, T0)  # does not wait for it
+        assert held not in {x.url for x in got}
+        assert len(got) == 3
+
+
+# -- advisory locks: --max-urls and migrations -------------------------------------------
+
+
+async def test_max_urls_holds_for_workers_inserting_at_once(pg: PG) -> None:
+    seed = await pg.frontier(max_urls=50)
+    workers = [await pg.frontier(crawl_id=seed.crawl_id, max_urls=50) for _ in range(4)]
+    await asyncio.gather(
+        *(w.enqueue([disc(u(f"w{i}-{j}")) for j in range(40)], T0) for i, w in enumerate(workers))
+    )
+    assert await pg.conn.fetchval("SELECT count(*) FROM url") == 50
+
+
+# -- deadlock retry --------------------------------------------------------------------
+
+
+async def test_a_transaction_aborted_for_a_deadlock_runs_again(pg: PG) -> None:
+    pool = await schema.create_pool(pg.url)
+    calls, forgotten = [], []
+
+    async def body(conn: Any) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise asyncpg.DeadlockDetectedError("deadlock detected")
+        return int(await conn.fetchval("SELECT 7"))
+
+    try:
+        assert await schema.in_transaction(pool, body, on_retry=lambda: forgotten.append(1)) == 7
+    finally:
+        await pool.close()
+    assert (len(calls), len(forgotten)) == (2, 1)
+
+
+# -- counters striped per server process ---------------------------------------------------
+
+
+async def test_striped_counters_agree_with_a_scan_after_workers_complete_at_once(pg: PG) -> None:
+    seed = await pg.frontier()
+    await seed.enqueue([disc(u(f"p{i}")) for i in range(60)], T0)
+    workers = [await pg.frontier(crawl_id=seed.crawl_id) for _ in range(3)]
+
+    async def work(f: PostgresFrontier, owner: str) -> None:
+        while batch := await f.lease(owner, 4, TTL, T0):
+            outs = [
+                outcome(
+                    x,
+                    BROKEN if x.id % 5 == 0 else OK,
+                    children=[disc(u(f"img{x.id % 7}"), UrlKind.CHECK, element="img")],
+                )
+                for x in batch
+            ]
+            assert all(await f.complete(owner, outs, T0))
+
+    await asyncio.gather(*(work(f, f"w{i}") for i, f in enumerate(workers)))
+    kept = await pg_report.summary(pg.conn, seed.crawl_id)
+    row = await pg.conn.fetchrow(pg_report._SUMMARY_BY_SCAN, seed.crawl_id)
+    scanned = dict(zip(COUNT_NAMES, row, strict=True))
+    assert (kept.ok, kept.broken, kept.pages, kept.pending) == (
+        scanned["ok"],
+        scanned["broken"],
+        scanned["page"],
+        scanned["pending"],
+    )
+    assert kept.pages > 0
+    assert kept.broken > 0
+    stripes = await pg.conn.fetchval("SELECT count(DISTINCT stripe) FROM crawl_count")
+    assert stripes >= 2  # several server processes counted, each on rows of its own
+    totals = "SELECT sum(n) AS n FROM crawl_count GROUP BY crawl_id, name"
+    assert await pg.conn.fetchval(f"SELECT count(*) FROM ({totals}) t WHERE n < 0") == 0
+
+
+# -- shared politeness ------------------------------------------------------------
+
+
+async def test_host_slots_hold_across_owners(pg: PG) -> None:
+    f = await pg.frontier()
+    want = {"h.test": Want(10, 4, 0.0)}
+    a = await f.acquire_hosts("a", want, TTL, T0)
+    b = await f.acquire_hosts("b", want, TTL, T0)
+    assert (a["h.test"].granted, b["h.test"].granted) == (4, 0)
+    await f.release_hosts("a", {"h.test": 3}, T0)
+    b = await f.acquire_hosts("b", want, TTL, T0)
+    assert b["h.test"].granted == 2  # its fair share of 4 between two workers
+    a = await f.acquire_hosts("a", want, TTL, T0)
+    assert a["h.test"].granted == 1  # a holds 1: one more is its share
+    used = await pg.conn.fetchval("SELECT sum(in_flight) FROM host_slot")
+    assert used == 4
+
+
+async def test_host_interval_is_shared(pg: PG) -> None:
+    f = await pg.frontier()
+    want = {"h.test": Want(5, 5, 2.0)}
+    assert (await f.acquire_hosts("a", want, TTL, T0))["h.test"].granted == 1
+    grant = (await f.acquire_hosts("b", want, TTL, T0 + 1))["h.test"]
+    assert (grant.granted, grant.not_before) == (0, T0 + 2)
+    assert (await f.acquire_hosts("b", want, TTL, T0 + 2))["h.test"].granted == 1
+
+
+async def test_a_paused_host_grants_nothing_to_anyone(pg: PG) -> None:
+    f = await pg.frontier()
+    await f.pause_host("h.test", T0 + 30)
+    want = {"h.test": Want(2, 2, 0.0)}
+    assert (await f.acquire_hosts("a", want, TTL, T0))["h.test"].granted == 0
+    assert (await f.acquire_hosts("a", want, TTL, T0 + 30))["h.test"].granted == 2
+
+
+async def test_slots_of_a_dead_worker_expire(pg: PG) -> None:
+    f = await pg.frontier()
+    want = {"h.test": Want(4, 4, 0.0)}
+    assert (await f.acquire_hosts("dead", want, TTL, T0))["h.test"].granted == 4
+    assert (await f.acquire_hosts("b", want, TTL, T0 + 1))["h.test"].granted == 0
+    assert (await f.acquire_hosts("b", want, TTL, T0 + TTL + 1))["h.test"].granted == 4
+
+
+async def test_release_drops_the_owners_slots(pg: PG) -> None:
+    f = await pg.frontier()
+    await f.register_worker("a", T0)
+    await f.acquire_hosts("a", {"h.test": Want(4, 4, 0.0)}, TTL, T0)
+    await f.release("a")
+    assert await pg.conn.fetchval("SELECT count(*) FROM host_slot") == 0
+
+
+async def test_shared_gates_of_two_workers_never_exceed_the_host_limit(pg: PG) -> None:
+    f = await pg.frontier()
+    woken = asyncio.Event()
+    gates = [
+        SharedHostGate(f, owner, lambda host: (3, 0.0), ttl_s=TTL, wake=woken.set)
+        for owner in ("a", "b")
+    ]
+    held = [0, 0]
+
+    async def take(i: int, rounds: int) -> None:
+        for _ in range(rounds):
+            if gates[i].try_acquire("h.test"):
+                held[i] += 1
+                assert sum(held) <= 3
+            await asyncio.sleep(0.005)
+
+    await asyncio.gather(take(0, 40), take(1, 40))
+    assert sum(held) == 3
+    for _ in range(held[0]):
+        gates[0].release("h.test")
+    held[0] = 0
+    await take(1, 30)
+    assert held[1] == 2  # a still counts as wanting the host: b gets its fair share
+    await gates[0].aclose()
+    await f.release("a")  # a worker that stops gives its place up
+    await take(1, 30)
+    assert held[1] == 3
+    for i, gate in enumerate(gates):
+        for _ in range(held[i]):
+            gate.release("h.test")
+        await gate.aclose()
+    assert await pg.conn.fetchval("SELECT COALESCE(sum(in_flight), 0) FROM host_slot") == 0
+
+
+# -- schema ----------------------------------------------------------------------
+
+
+async def test_migrations_are_recorded_and_idempotent(pg: PG) -> None:
+    versions = [r[0] for r in await pg.conn.fetch("SELECT version FROM _migrations ORDER BY 1")]
+    assert versions == list(range(1, LATEST + 1))
+    assert await schema.apply_migrations(pg.conn) == LATEST
+    views = {
+        r[0]
+        for r in await pg.conn.fetch(
+            "SELECT table_name FROM information_schema.views WHERE table_schema = 'public'"
+        )
+    }
+    assert {"url_result", "resolved", "broken_links", "redirects", "broken_fragments"} <= views
+
+
+async def test_a_newer_schema_is_refused(pg: PG) -> None:
+    await pg.conn.execute("INSERT INTO _migrations VALUES (999, '0999_future', 0)")
+    with pytest.raises(ForeignDatabaseError, match="newer crawler"):
+        await schema.apply_migrations(pg.conn)
+
+
+async def test_a_foreign_database_is_refused(pg_url: str) -> None:
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await conn.execute("CREATE TABLE url (id int)")
+        with pytest.raises(ForeignDatabaseError, match="not a crawler database"):
+            await schema.apply_migrations(conn)
+    finally:
+        await conn.close()
+
+
+async def test_workers_starting_together_migrate_once(pg_url: str) -> None:
+    conns = [await asyncpg.connect(pg_url) for _ in range(4)]
+    try:
+        assert await asyncio.gather(*(schema.apply_migrations(c) for c in conns)) == [LATEST] * 4
+    finally:
+        for conn in conns:
+            await conn.close()

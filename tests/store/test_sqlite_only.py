@@ -1,0 +1,235 @@
+"""What only the SQLite backend has: one writer thread, the busy lock, checkpoints, the WAL bound.
+
+The meaning of every store call is tested once for both backends
+(``test_contract_*.py``); these are the mechanisms behind it on SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from contractkit import BROKEN, T0, TTL, Plan, disc, drain, u
+
+from crawler.config import CrawlSettings
+from crawler.engine import runner
+from crawler.models import ResultClass, UrlKind
+from crawler.report.model import Summary
+from crawler.store import open as store_open
+from crawler.store.sqlite import crawls, db, results
+from crawler.store.sqlite import store as sqlite_store
+from crawler.store.sqlite.frontier import Frontier
+
+from kit.sitekit import Page, wait_until
+
+LIMIT = 256 * 1024
+# The check runs before each group commit, so one commit may pass the limit.
+SLACK = 4 * 1024 * 1024
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> sqlite3.Connection:
+    c = db.open_database(tmp_path / "crawl.db")
+    yield c  # type: ignore[misc]
+    c.close()
+
+
+def new_frontier(conn: sqlite3.Connection) -> Frontier:
+    return Frontier(conn, crawls.create(conn, [], {}, T0))
+
+
+# -- the one writer thread ---------------------------------------------------------
+
+
+async def test_every_call_runs_on_the_one_writer_thread(tmp_path: Path) -> None:
+    store = store_open.create_crawl(tmp_path / "c.db", [], CrawlSettings())
+    assert isinstance(store, sqlite_store.AsyncFrontier)
+    seen: set[str] = set()
+    original = store.sync.lease
+
+    def spy(*args: object) -> object:
+        seen.add(threading.current_thread().name)
+        return original(*args)  # type: ignore[arg-type]
+
+    store.sync.lease = spy  # type: ignore[method-assign]
+    try:
+        await store.enqueue([disc(u(str(i))) for i in range(20)], T0)
+        await asyncio.gather(*(store.lease(f"w{i}", 2, TTL, T0) for i in range(10)))
+    finally:
+        store.close()
+    assert len(seen) == 1
+    assert next(iter(seen)).startswith("crawler-writer")
+
+
+# -- the busy lock ---------------------------------------------------------------------
+
+
+def test_a_writer_waits_for_the_lock_another_connection_holds(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    writer = db.open_database(path)
+    f = new_frontier(writer)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # holds the write lock
+    done = threading.Event()
+
+    def enqueue() -> None:
+        f.enqueue([disc(u("a"))], T0)
+        done.set()
+
+    thread = threading.Thread(target=enqueue)
+    thread.start()
+    try:
+        assert not done.wait(0.3)  # waiting for the lock, not failing
+        other.execute("COMMIT")
+        assert done.wait(30)
+    finally:
+        thread.join(30)
+        other.close()
+        writer.close()
+    reader = sqlite3.connect(path)
+    assert reader.execute("SELECT url FROM url").fetchall() == [(u("a"),)]
+    reader.close()
+
+
+# -- checkpoints and the WAL bound --------------------------------------------------------
+
+
+def test_a_checkpoint_lets_the_wal_start_over(conn: sqlite3.Connection) -> None:
+    f = new_frontier(conn)
+    f.enqueue([disc(u(str(i))) for i in range(2000)], T0)
+    assert f.wal_bytes() > 0
+    assert f.bound_wal(0) is True  # truncated: no reader holds it back
+    assert f.wal_bytes() == 0
+
+
+def test_the_wal_bound_fails_while_a_reader_holds_a_snapshot(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    conn = db.open_database(path)
+    f = new_frontier(conn)
+    f.enqueue([disc(u("first"))], T0)
+    reader = sqlite3.connect(path, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM url").fetchone()  # the snapshot is now held
+        f.enqueue([disc(u(str(i))) for i in range(2000)], T0)
+        assert f.bound_wal(0) is False
+        reader.execute("COMMIT")
+        assert f.bound_wal(0) is True
+    finally:
+        reader.close()
+        conn.close()
+
+
+def _site(pages: int) -> dict[str, Page]:
+    site = {"/": Page(links=[f"/p{i}" for i in range(pages)])}
+    for i in range(pages):
+        site[f"/p{i}"] = Page(
+            links=[f"/p{(i * 7 + j) % pages}" for j in range(1, 6)] + [f"/missing{i}"]
+        )
+    return site
+
+
+async def test_wal_bounded_while_a_reader_holds_a_snapshot(
+    site_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "WAL_LIMIT_BYTES", LIMIT)
+    monkeypatch.setattr(sqlite_store, "WAL_CHECK_EVERY_S", 0.0)
+    server = await site_server(_site(1500))
+    db_path = tmp_path / "c.db"
+    job = runner.start(db_path, [server.url("/")], CrawlSettings(max_retries=0, robots=False))
+    reader = sqlite3.connect(db_path, isolation_level=None)
+    wal = Path(f"{db_path}-wal")
+    biggest = 0
+
+    def wal_size() -> int:
+        nonlocal biggest
+        size = wal.stat().st_size if wal.exists() else 0
+        biggest = max(biggest, size)
+        return size
+
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM url").fetchone()  # the snapshot is now held
+        task = asyncio.create_task(job.run())
+        await wait_until(
+            lambda: (
+                isinstance(job.frontier, sqlite_store.AsyncFrontier) and job.frontier.wal_stalls > 0
+            ),
+            timeout=30,
+            message="the crawl never waited for the reader",
+        )
+        for _ in range(20):  # the crawl stays stalled, the WAL stays bounded
+            assert wal_size() <= LIMIT + SLACK
+            await asyncio.sleep(0.01)
+        reader.execute("COMMIT")
+        assert await asyncio.wait_for(task, 60)
+    finally:
+        reader.close()
+        job.close()
+    assert biggest <= LIMIT + SLACK
+    conn = sqlite3.connect(db_path)
+    try:
+        done = conn.execute("SELECT count(*) FROM url WHERE state = 2").fetchone()[0]
+        assert done == 3001  # every page and every missing page: nothing lost
+    finally:
+        conn.close()
+
+
+# -- counters kept by triggers ---------------------------------------------------------------
+
+
+def test_counters_kept_by_triggers_agree_with_a_scan(conn: sqlite3.Connection) -> None:
+    """crawl_count (summary's source) against counting every row, through every kind of write."""
+
+    def both(crawl_id: int) -> tuple[Summary, Summary]:
+        kept = results.summary(conn, crawl_id)
+        conn.execute("SAVEPOINT scan")
+        conn.execute("DROP TABLE crawl_count")  # the summary falls back to a scan
+        scanned = results.summary(conn, crawl_id)
+        conn.execute("ROLLBACK TO scan")
+        conn.execute("RELEASE scan")
+        return kept, scanned
+
+    def run(f: Frontier, plan: Plan) -> None:
+        asyncio.run(drain(_Async(f), plan))
+
+    f = new_frontier(conn)
+    other = new_frontier(conn)  # a second crawl in the same file is counted apart
+    other.enqueue([disc(u(""))], T0)
+    run(other, Plan())
+    f.enqueue([disc(u("")), disc("mailto:x@y.z", UrlKind.SKIP, result=ResultClass.SKIPPED)], T0)
+    plan = Plan(
+        results={u("gone"): BROKEN},
+        children={
+            u(""): [disc(u("x"), UrlKind.CHECK, element="img"), disc(u("gone")), disc(u("r"))],
+        },
+        redirects={u("r"): u("r2")},
+    )
+    run(f, plan)
+    kept, scanned = both(f.crawl_id)
+    assert kept == scanned
+    plan.results[u("x")] = BROKEN
+    f.enqueue([disc(u("x"))], T0)  # found as a page: fetched again, and now broken
+    run(f, plan)
+    kept, scanned = both(f.crawl_id)
+    assert kept == scanned
+    assert kept.broken == 2
+    assert both(other.crawl_id)[0] == both(other.crawl_id)[1]
+    assert conn.execute("SELECT count(*) FROM crawl_count WHERE n < 0").fetchone()[0] == 0
+    assert f.lease("w1", 1, TTL, T0) == []
+
+
+class _Async:
+    """The synchronous ``Frontier`` behind the awaitable calls ``drain`` makes."""
+
+    def __init__(self, f: Frontier) -> None:
+        self._f = f
+
+    async def lease(self, owner: str, limit: int, ttl_s: float, now: float) -> object:
+        return self._f.lease(owner, limit, ttl_s, now)
+
+    async def complete(self, owner: str, outcomes: object, now: float) -> object:
+        return self._f.complete(owner, outcomes, now)  # type: ignore[arg-type]
