@@ -1,9 +1,12 @@
 """The storage contract the engine, the runner and robots.txt handling rely on.
 
 Everything above ``crawler/store`` talks to a ``FrontierStore`` and never to a
-database driver, so a second backend (PostgreSQL, for many workers on many
-machines) is one more implementation of this protocol. ``AsyncFrontier`` is
-the SQLite one.
+database driver. Two backends keep it: ``sqlite.store.AsyncFrontier`` (one
+machine) and ``postgres.frontier.PostgresFrontier`` (many workers on many
+machines). The meaning of each call is written here, once; neither backend's
+code is the specification. Each backend chooses its own physical schema and
+statements, never its own meaning: tests/store/test_contract_*.py runs every
+rule below against both, so a change of meaning on one backend fails a test.
 """
 
 from __future__ import annotations
@@ -18,42 +21,146 @@ from crawler.politeness import Gate, Limits
 class FrontierStore(Protocol):
     """Frontier, visited set, quiescence and the per-crawl facts, for one crawl.
 
-    Each call is one transaction. See ``crawler.store.frontier.Frontier`` for
-    the semantics every backend must keep.
+    Each call is one transaction: it happens whole or not at all, and a
+    concurrent caller (another store on the same crawl, in this process or
+    another) sees it whole or not at all. Times (``now``) are unix seconds
+    passed by the caller; a store never reads the clock for its decisions.
+
+    A URL row is keyed by (crawl, normalized URL) and moves
+    ``pending -> leased -> done``. Its kind (``UrlKind``: skip < check <
+    anchors < page) says what is done with it; its depth is the link hops
+    from a seed, its hop the redirect hops from the URL a page linked to.
+
+    Dedup and kind upgrade (``enqueue``, ``complete``): a URL already in the
+    crawl is never added twice, whoever finds it and however small the
+    store's caches. Found again with a stronger kind (check < anchors <
+    page), it takes that kind and the smaller depth, and goes back to pending
+    if it was done (or when its current lease completes); an upgrade never
+    counts as a new URL. A skipped URL stays skipped; a weaker kind changes
+    nothing. A skipped URL is stored done with its result (skipped or
+    excluded) and is never leased.
+
+    ``--max-urls`` (``max_urls``): once the crawl has that many URL rows
+    (counted in the database, not by this store), no new URL is added and no
+    link to one is recorded; links to URLs already known still are.
+
+    ``--max-cache-age`` (``max_cache_age_s``): a new link to check takes the
+    latest OK result an earlier crawl (of the last 20) recorded for the same
+    URL no more than that many seconds before ``now``, and is stored done
+    with it instead of being requested. Broken results are never reused.
+
+    Lease order: due pending rows in the order ``depth - (kind < page), kind,
+    id``: a link that is only checked (or fetched for its anchors) counts one
+    level up, so checks keep pace with the pages that link to them; within a
+    level checks go first, then anchor fetches, then pages, each oldest
+    first. A lease of ``limit`` rows takes the head of that order and returns
+    the rows in it.
+
+    Settled links: a page crawled with an OK result is settled; it is never
+    fetched again and never reported, so a later link to it (without a
+    fragment) may be stored apart from the links reports read. Every link is
+    still recorded and visible in the ``link`` view.
+
+    Reports: ``crawler.store.open.load_report`` reads a crawl's
+    ``ReportData`` (summary counts, broken links with their sources, broken
+    edges with failure kinds, pages, results in the order they were checked)
+    in one snapshot; both backends return the same rows. Reading the summary
+    at the end of a crawl does not grow with the crawl's size.
     """
 
     crawl_id: int
 
-    async def enqueue(self, seeds: Sequence[Discovered], now: float) -> int: ...
+    async def enqueue(self, seeds: Sequence[Discovered], now: float) -> int:
+        """Add seeds at depth 0 (dedup, upgrade, limits as above); return how many were new."""
+        ...
 
-    async def lease(self, owner: str, limit: int, ttl_s: float, now: float) -> list[LeasedUrl]: ...
+    async def lease(self, owner: str, limit: int, ttl_s: float, now: float) -> list[LeasedUrl]:
+        """Lease up to ``limit`` pending rows due at ``now``, in the lease order.
 
-    async def renew(self, owner: str, ttl_s: float, now: float) -> int: ...
+        Each row becomes leased by ``owner`` until ``now + ttl_s``. A row
+        leased (expired or not) is never handed out again until it is
+        completed, released or reclaimed: two owners never hold one row.
+        """
+        ...
 
-    async def complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]: ...
+    async def renew(self, owner: str, ttl_s: float, now: float) -> int:
+        """Extend every lease ``owner`` holds to ``now + ttl_s``, and its heartbeat; how many."""
+        ...
 
-    async def release(self, owner: str) -> int: ...
+    async def complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
+        """Commit many fetched rows in one transaction; False marks a rejected (stale) one.
 
-    async def reclaim(self, now: float, stale_after_s: float) -> int: ...
+        An outcome is accepted only if ``owner`` still holds that row's lease
+        (expired but not reclaimed counts as held); only the first outcome of
+        a row in a batch can be. A rejected outcome writes nothing: no
+        children, links, anchors or result. An accepted one with a result
+        marks the row done (or pending again if it was upgraded meanwhile),
+        adds its children at depth + 1 and its redirect target at the same
+        depth and hop + 1, records its links (element, fragment) and anchors,
+        and stores the result, checked at ``now``. One with ``retry_at``
+        instead puts the row back to pending, due at ``retry_at`` (``now``
+        if None). Either way the row's attempts grow by one. Children exist
+        before their parent is done, so outstanding work never reads zero
+        while work remains.
+        """
+        ...
 
-    async def finish_if_quiescent(self, now: float) -> bool: ...
+    async def release(self, owner: str) -> int:
+        """Give back every lease ``owner`` holds, untouched (graceful stop); how many."""
+        ...
 
-    async def register_worker(self, owner: str, now: float) -> None: ...
+    async def reclaim(self, now: float, stale_after_s: float) -> int:
+        """Return to pending every lease expired before ``now``, and every lease of a dead worker.
 
-    async def next_wake_at(self) -> float | None: ...
+        A worker is dead when its heartbeat is older than ``stale_after_s``,
+        or its pid is gone on this machine, or it has this process's pid but
+        a token no engine here holds (``liveness.dead_workers``). Dead
+        workers' rows are removed. Attempts are unchanged. Their late
+        completions are then rejected.
+        """
+        ...
 
-    async def counts(self) -> Counts: ...
+    async def finish_if_quiescent(self, now: float) -> bool:
+        """Mark the crawl finished (first time: at ``now``) if no row is pending or leased.
 
-    async def add_elapsed(self, seconds: float) -> None: ...
+        Read and marked in one transaction; a row waiting for its retry, or
+        leased with an expired lease, is outstanding work. Other crawls in the
+        same database do not count.
+        """
+        ...
 
-    async def get_robots(self, host: str) -> tuple[int | None, str] | None: ...
+    async def register_worker(self, owner: str, now: float) -> None:
+        """Record this process (pid, host, heartbeat): its leases are told from a dead one's."""
+        ...
 
-    async def put_robots(self, host: str, status: int | None, body: str, now: float) -> None: ...
+    async def next_wake_at(self) -> float | None:
+        """When something may next become leasable: the first due retry or lease expiry."""
+        ...
 
-    def host_gate(
-        self, owner: str, limits: Limits, ttl_s: float, wake: Callable[[], None]
-    ) -> Gate: ...
+    async def counts(self) -> Counts:
+        """Frontier counters for progress: pending, leased, done, pages done, broken results."""
+        ...
 
-    def stopping(self) -> None: ...
+    async def add_elapsed(self, seconds: float) -> None:
+        """Add active crawling time to the crawl (summed over resumes)."""
+        ...
 
-    def close(self) -> None: ...
+    async def get_robots(self, host: str) -> tuple[int | None, str] | None:
+        """(status, body) of ``host``'s robots.txt as stored for this crawl, None if never."""
+        ...
+
+    async def put_robots(self, host: str, status: int | None, body: str, now: float) -> None:
+        """Store (or replace) ``host``'s robots.txt for this crawl only."""
+        ...
+
+    def host_gate(self, owner: str, limits: Limits, ttl_s: float, wake: Callable[[], None]) -> Gate:
+        """The per-host politeness gate for this owner: in memory, or shared by workers."""
+        ...
+
+    def stopping(self) -> None:
+        """The engine is stopping: commit what it still hands over without holding it back."""
+        ...
+
+    def close(self) -> None:
+        """Release the store's connections and threads."""
+        ...
