@@ -1,6 +1,7 @@
 """Storage: the only package that speaks SQL.
 
-``db`` opens and checks the file, ``migrate`` applies the numbered schema,
-``frontier`` owns the frontier, visited set and quiescence, ``results`` answers
-the report's questions, and ``async_store`` runs all of it on one writer thread.
+``contract`` states what every backend keeps (the ``FrontierStore`` Protocol);
+``open`` picks a backend from ``--db`` and opens a crawl or its report;
+``sqlite/`` and ``postgres/`` are the two backends; ``migrate`` finds the
+numbered schema files; ``liveness`` tells dead workers from live ones.
 """

@@ -23,10 +23,12 @@ from crawler.report.model import COUNT_NAMES
 from crawler.store import migrate
 from crawler.store import open as store_open
 from crawler.store.postgres import report as pg_report
-from crawler.store.postgres import schema
+from crawler.store.postgres import schema, vacuum
 from crawler.store.postgres.frontier import _LEASE, LEASE_PLAN, PostgresFrontier
 from crawler.store.postgres.gate import Want
 from crawler.store.postgres.host_gate import SharedHostGate
+
+from kit.sitekit import wait_until
 
 LATEST = migrate.latest_version(schema.DIALECT)
 
@@ -288,3 +290,40 @@ async def test_workers_starting_together_migrate_once(pg_url: str) -> None:
     finally:
         for conn in conns:
             await conn.close()
+
+
+# -- vacuum when the server's autovacuum is off -------------------------------------------
+
+
+async def test_the_queue_table_is_vacuumed_when_autovacuum_is_off(
+    pg: PG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vacuum, "CHECK_EVERY_S", 0.0)
+    autovacuum_on = await pg.conn.fetchval("SELECT current_setting('autovacuum')::bool")
+    f = await pg.frontier()
+    await f.enqueue([disc(u(str(i))) for i in range(3000)], T0)
+    while batch := await f.lease("w1", 500, TTL, T0):
+        assert all(await f.complete("w1", [outcome(x) for x in batch], T0))
+    # Each row was rewritten twice (leased, done): about 6,000 dead tuples.
+
+    async def vacuums() -> int:
+        await pg.conn.execute("SELECT pg_stat_clear_snapshot()")
+        count = await pg.conn.fetchval(
+            "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'url'"
+        )
+        return int(count)
+
+    if autovacuum_on:  # the server's workers do it; the store leaves it to them
+        await f.renew("w1", TTL, T0)
+        assert f.vacuum.vacuums == 0
+        return
+
+    async def vacuumed() -> bool:
+        await f.renew("w1", TTL, T0)  # each call may start a check in the background
+        return await vacuums() > 0
+
+    await wait_until(vacuumed, timeout=60, interval=0.2, message="url was never vacuumed")
+    dead = await pg.conn.fetchval(
+        "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'url'"
+    )
+    assert dead < vacuum.THRESHOLDS["url"][0]

@@ -1,8 +1,9 @@
 """The PostgreSQL backend: many worker processes, on many machines, on one crawl.
 
-``PostgresFrontier`` implements ``crawler.store.base.FrontierStore`` with
-asyncpg, so the engine, the runner and robots.txt handling run unchanged; the
-SQL keeps the SQLite backend's semantics (``crawler.store.frontier``).
+``PostgresFrontier`` implements ``crawler.store.contract.FrontierStore`` with
+asyncpg, so the engine, the runner and robots.txt handling run unchanged. It
+keeps the contract's meaning (tests/store/ runs the same tests on both
+backends) with PostgreSQL's own schema and statements.
 
 - ``loop``: the store's own event loop thread, which owns the connection pool;
 - ``schema``: connecting, the numbered migrations (``migrations/postgresql``);
@@ -11,9 +12,9 @@ SQL keeps the SQLite backend's semantics (``crawler.store.frontier``).
   ``--max-urls``, ``--max-cache-age``);
 - ``frontier``: the contract (lease, renew, reclaim, quiescence, ...);
 - ``complete``: the group commit of fetched rows;
-- ``gate``: per-host politeness as shared rows (``crawler.politeness_pg``);
+- ``gate``, ``host_gate``: per-host politeness as rows shared by workers;
+- ``vacuum``: vacuuming the queue table when the server's autovacuum is off;
 - ``report``: the read side, the same ``ReportData`` as ``crawler.report.load``.
 """
 
-# Nothing is imported here: ``crawler.politeness_pg`` needs only ``gate``, and
-# a SQLite crawl should not load asyncpg.
+# Nothing is imported here: a SQLite crawl should not load asyncpg.

@@ -37,6 +37,7 @@ from crawler.store.postgres import crawls, gate, schema
 from crawler.store.postgres.discover import Found, Recorder, ResultRow
 from crawler.store.postgres.host_gate import SharedHostGate
 from crawler.store.postgres.loop import BackgroundLoop
+from crawler.store.postgres.vacuum import QueueVacuum
 
 T = TypeVar("T")
 HOST_NAME_CACHE_SIZE = 20_000
@@ -84,6 +85,7 @@ class PostgresFrontier:
         self._pool = pool
         self._recorder = Recorder(crawl_id, max_urls=max_urls, max_cache_age_s=max_cache_age_s)
         self._host_names: dict[int, str] = {}
+        self.vacuum = QueueVacuum(dsn)
         self._closed = False
 
     @classmethod
@@ -103,6 +105,13 @@ class PostgresFrontier:
     def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the store's loop from synchronous code (tests, the runner)."""
         return self._loop.run(coro)
+
+    async def _maintained(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` (on the store's loop), then see whether the queue tables need a vacuum."""
+        try:
+            return await coro
+        finally:
+            self.vacuum.poll()
 
     async def _tx(self, body: Any) -> Any:
         return await schema.in_transaction(self._pool, body, on_retry=self._recorder.forget)
@@ -160,12 +169,14 @@ class PostgresFrontier:
             await gate.renew_slots(conn, owner, now + ttl_s)
             return _rowcount(status)
 
-        return int(await self._call(self._tx(body)))
+        return int(await self._call(self._maintained(self._tx(body))))
 
     async def complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
         """Commit many fetched rows in one transaction; False marks a rejected stale one."""
         return await self._call(
-            self._tx(lambda c: completion.complete(c, self._recorder, owner, outcomes, now))
+            self._maintained(
+                self._tx(lambda c: completion.complete(c, self._recorder, owner, outcomes, now))
+            )
         )
 
     async def release(self, owner: str) -> int:
@@ -360,6 +371,7 @@ class PostgresFrontier:
             return
         self._closed = True
         try:
+            self._loop.run(self.vacuum.close())
             if self._pool is not None:
                 self._loop.run(self._pool.close())
         finally:
