@@ -16,8 +16,11 @@ probe samples, every ``--probe-every-s``:
 
 Printed per run: pages/s (pages as the server saw them over wall time), the
 lease latency at the start (first 10% of the crawl) and at the end (last 10%),
-dead tuples, autovacuum runs, duplicate requests. ``--markdown FILE`` writes
-the table (bench/RESULTS-postgres.md).
+duplicate requests, and the queue table's upkeep: dead tuples of ``url`` (the
+most sampled, and at the end), the server's autovacuum setting, how often
+autovacuum vacuumed ``url`` and how often the crawler did (it vacuums its
+queue tables itself when autovacuum is off: ``crawler.store.postgres.vacuum``).
+``--markdown FILE`` writes the table (bench/RESULTS-postgres.md).
 """
 
 from __future__ import annotations
@@ -185,7 +188,7 @@ def run_one(
     stats = measure.log_stats(entries)
     pages = measure.pages_fetched(entries, origin.removeprefix("http://"))
     summary = json.loads(report.read_text())["summary"] if report.exists() else {}
-    vacuums = asyncio.run(_autovacuums(url))
+    upkeep = asyncio.run(_upkeep(url))
     start, end = phase(probe.samples, 0, START_FRACTION), phase(probe.samples, END_FRACTION, 1)
     return {
         "workers": workers,
@@ -203,21 +206,32 @@ def run_one(
         "lease_buffers_start": max((s.buffers for s in start), default=None),
         "lease_buffers_end": max((s.buffers for s in end), default=None),
         "max_dead_tuples": max((s.dead_tuples for s in probe.samples), default=None),
-        "autovacuums_of_url": vacuums,
+        **upkeep,
         "samples": len(probe.samples),
         "probe_error": probe.error,
     }
 
 
-async def _autovacuums(url: str) -> int | None:
+async def _upkeep(url: str) -> dict[str, Any]:
+    """The queue table's dead tuples and vacuums at the end of a run."""
     conn = await asyncpg.connect(url)
     try:
-        count = await conn.fetchval(
-            "SELECT autovacuum_count FROM pg_stat_user_tables WHERE relname = 'url'"
+        row = await conn.fetchrow(
+            "SELECT n_dead_tup, n_live_tup, autovacuum_count, vacuum_count "
+            "FROM pg_stat_user_tables WHERE relname = 'url'"
         )
-        return None if count is None else int(count)
+        autovacuum = await conn.fetchval("SELECT current_setting('autovacuum')")
     finally:
         await conn.close()
+    if row is None:
+        return {"autovacuum": autovacuum}
+    return {
+        "autovacuum": autovacuum,
+        "dead_tuples_end": int(row[0]),
+        "live_tuples_end": int(row[1]),
+        "autovacuums_of_url": int(row[2]),
+        "crawler_vacuums_of_url": int(row[3]),
+    }
 
 
 def markdown(results: list[dict[str, Any]], args: argparse.Namespace, kind: str) -> str:
@@ -227,15 +241,16 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace, kind: str)
         "",
         "| workers | pages/s | wall s | pages | duplicate requests | lease ms at start "
         "(median, max) | lease ms at end | buffers start / end | max dead tuples "
-        "| autovacuums |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| dead tuples at end | autovacuums (autovacuum) | crawler's vacuums |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         lines.append(
             f"| {r['workers']} | {r['pages_per_s']} | {r['elapsed_s']} | {r['pages']} "
             f"| {r['duplicate_requests']} | {r['lease_ms_start']} | {r['lease_ms_end']} "
             f"| {r['lease_buffers_start']} / {r['lease_buffers_end']} | {r['max_dead_tuples']} "
-            f"| {r['autovacuums_of_url']} |"
+            f"| {r.get('dead_tuples_end')} | {r.get('autovacuums_of_url')} "
+            f"({r.get('autovacuum')}) | {r.get('crawler_vacuums_of_url')} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -273,6 +288,14 @@ def main(argv: list[str] | None = None) -> int:
             results.append(run_one(args, workers, origin, server, run_dir))
             kind = server.kind
         print(json.dumps(results[-1], indent=2), flush=True)
+        r = results[-1]
+        print(
+            f"{workers} worker(s): url dead tuples max {r['max_dead_tuples']}, "
+            f"at end {r.get('dead_tuples_end')}; autovacuum {r.get('autovacuum')}: "
+            f"{r.get('autovacuums_of_url')} autovacuum(s), "
+            f"{r.get('crawler_vacuums_of_url')} vacuum(s) by the crawler",
+            flush=True,
+        )
     table = markdown(results, args, kind)
     print(table)
     if args.markdown is not None:
