@@ -113,9 +113,13 @@ class Backend:
             found = await self.fetch(_ROWS + " WHERE u.crawl_id = ?", crawl_id)
         return {r[0]: Row(*r[1:]) for r in found}
 
-    async def links(self) -> set[tuple[str, str, str, str]]:
+    async def links(self, crawl_id: int | None = None) -> set[tuple[str, str, str, str]]:
         """(source url, target url, element, fragment) of every link, whichever table holds it."""
-        return set(await self.fetch(_LINKS.format(table="link")))
+        if crawl_id is None:
+            return set(await self.fetch(_LINKS.format(table="link")))
+        return set(
+            await self.fetch(_LINKS.format(table="link") + " WHERE s.crawl_id = ?", crawl_id)
+        )
 
     async def link_tables(self) -> dict[str, set[tuple[str, str, str]]]:
         """(source, target, fragment) per link table: open (reported) and settled (never)."""

@@ -1,24 +1,37 @@
-"""A state machine drives the frontier with several owners and a fake clock.
+"""A state machine drives a store with several owners and a fake clock, on both backends.
 
 The model says which URL keys exist, who holds which lease until when, and how
 often each row was completed; after every step the database must agree with it.
 Kinds are PAGE only, so no row is ever legitimately completed twice.
+
+The machine talks to a ``FrontierStore`` only through the contract, and looks
+inside through ``backends.Backend``. SQLite gets a new file per example;
+PostgreSQL one database for the whole run (a new crawl per example, every
+question asked by crawl) and fewer examples, since each step is a few round
+trips to the server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
+import pytest
+from backends import Backend, PostgresBackend, SqliteBackend
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from crawler.config import CrawlSettings
 from crawler.models import Discovered, LeasedUrl, Outcome, Result, ResultClass, UrlKind
-from crawler.store.sqlite import crawls
-from crawler.store.sqlite.db import open_database
-from crawler.store.sqlite.frontier import Frontier
+from crawler.store import open as store_open
+from crawler.store.contract import FrontierStore
+
+from kit.pgkit import create_database, drop_database, require_postgres
 
 KEYS = [f"http://h{i % 3}.test/p{i}" for i in range(30)]
 OWNERS = ["x", "y", "z"]
@@ -26,6 +39,15 @@ TTL = 10.0
 T0 = 1_000_000.0
 PENDING, LEASED, DONE = 0, 1, 2
 OK = Result(ResultClass.OK, status=200)
+T = TypeVar("T")
+_pg_database: list[str] = []  # created by the first PostgreSQL example, dropped at the end
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _drop_pg_database() -> Iterator[None]:
+    yield
+    while _pg_database:
+        drop_database(_pg_database.pop())
 
 
 def page(key: str) -> Discovered:
@@ -43,13 +65,17 @@ class ModelRow:
 
 
 class FrontierMachine(RuleBasedStateMachine):
+    backend_name = "sqlite"
+
     def __init__(self) -> None:
         super().__init__()
         self._dir = tempfile.TemporaryDirectory()
-        self.conn = open_database(Path(self._dir.name) / "crawl.db")
-        self.crawl_id = crawls.create(self.conn, [KEYS[0]], {}, T0)
+        self.loop = asyncio.new_event_loop()
+        self.db = self._backend()
+        self.frontier: FrontierStore = store_open.create_crawl(self.db.db, [], CrawlSettings())
+        self.crawl_id = self.frontier.crawl_id
         # A small seen cache, so both the cache and the UNIQUE key do dedup work.
-        self.frontier = Frontier(self.conn, self.crawl_id, seen_cache_size=8)
+        self.db.shrink_seen_cache(self.frontier, 8)
         self.now = T0
         self.model: dict[str, ModelRow] = {}
         self.edges: set[tuple[str, str]] = set()
@@ -57,8 +83,21 @@ class FrontierMachine(RuleBasedStateMachine):
         self.held: dict[str, dict[int, LeasedUrl]] = {o: {} for o in OWNERS}
         self.finished = False
 
+    def _backend(self) -> Backend:
+        if self.backend_name == "sqlite":
+            return SqliteBackend(Path(self._dir.name) / "crawl.db")
+        require_postgres()
+        if not _pg_database:
+            _pg_database.append(create_database())
+        return PostgresBackend(_pg_database[0])
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
     def teardown(self) -> None:
-        self.conn.close()
+        self.frontier.close()
+        self.run(self.db.close())
+        self.loop.close()
         self._dir.cleanup()
 
     # -- helpers ------------------------------------------------------------------
@@ -77,7 +116,7 @@ class FrontierMachine(RuleBasedStateMachine):
             else:
                 outcomes.append(Outcome(leased, OK, children=[page(k) for k in children]))
         known_before = set(self.model)
-        accepted = self.frontier.complete(owner, outcomes, self.now)
+        accepted = self.run(self.frontier.complete(owner, outcomes, self.now))
 
         expected = []
         for leased, children, delay in batch:
@@ -104,12 +143,8 @@ class FrontierMachine(RuleBasedStateMachine):
 
     def _db_rows(self) -> dict[str, tuple[int, str | None, float | None, float, int]]:
         return {
-            r[0]: r[1:]
-            for r in self.conn.execute(
-                "SELECT url, state, lease_owner, lease_expires_at, next_attempt_at, attempts "
-                "FROM url WHERE crawl_id = ?",
-                (self.crawl_id,),
-            )
+            url: (r.state, r.lease_owner, r.lease_expires_at, r.next_attempt_at, r.attempts)
+            for url, r in self.run(self.db.rows(self.crawl_id)).items()
         }
 
     def _outstanding(self) -> bool:
@@ -126,7 +161,7 @@ class FrontierMachine(RuleBasedStateMachine):
         if self.finished:
             return  # the engine stops feeding a finished crawl
         new = {k for k in keys if k not in self.model}
-        assert self.frontier.enqueue([page(k) for k in keys], self.now) == len(new)
+        assert self.run(self.frontier.enqueue([page(k) for k in keys], self.now)) == len(new)
         for key in new:
             self.model[key] = ModelRow()
 
@@ -135,19 +170,17 @@ class FrontierMachine(RuleBasedStateMachine):
         due = {
             k for k, r in self.model.items() if r.state == PENDING and r.next_attempt_at <= self.now
         }
-        by_depth = [
-            url
-            for (url,) in self.conn.execute(
-                "SELECT url FROM url WHERE crawl_id = ? AND state = 0 AND next_attempt_at <= ? "
-                "ORDER BY depth - (kind < 3), kind, id LIMIT ?",
-                (self.crawl_id, self.now, limit),
-            )
-        ]
-        got = self.frontier.lease(owner, limit, TTL, self.now)
+        rows = self.run(self.db.rows(self.crawl_id))
+        in_order = sorted(
+            (r.depth - (r.kind < UrlKind.PAGE), r.kind, r.id, url)
+            for url, r in rows.items()
+            if r.state == PENDING and r.next_attempt_at <= self.now
+        )
+        got = self.run(self.frontier.lease(owner, limit, TTL, self.now))
         keys = [g.url for g in got]
         assert len(keys) == len(set(keys)) == min(limit, len(due))
         assert set(keys) <= due, "handed out a row that is leased or done or not due"
-        assert set(keys) == set(by_depth)
+        assert keys == [url for *_, url in in_order[:limit]], "not the contract's lease order"
         for leased in got:
             row = self.model[leased.url]
             row.state, row.owner, row.expires = LEASED, owner, self.now + TTL
@@ -238,33 +271,33 @@ class FrontierMachine(RuleBasedStateMachine):
             for r in self.model.values()
             if r.state == LEASED and r.expires is not None and r.expires < self.now
         ]
-        assert self.frontier.reclaim(self.now, stale_after_s=1e9) == len(expired)
+        assert self.run(self.frontier.reclaim(self.now, stale_after_s=1e9)) == len(expired)
         for row in expired:
             row.state, row.owner, row.expires = PENDING, None, None
 
     @rule()
     def finish(self) -> None:
-        result = self.frontier.finish_if_quiescent(self.now)
+        result = self.run(self.frontier.finish_if_quiescent(self.now))
         assert result is (not self._outstanding())
         if self.finished:
             assert result, "work reappeared after the crawl finished"
-        state = self.conn.execute(
-            "SELECT state FROM crawl WHERE id = ?", (self.crawl_id,)
-        ).fetchone()[0]
+        state, _ = self.run(self.db.crawl_state(self.crawl_id))
         assert state == ("finished" if result or self.finished else "running")
         if result:
             self.finished = True
-            counts = self.frontier.counts()
+            counts = self.run(self.frontier.counts())
             assert (counts.pending, counts.leased) == (0, 0)
-            assert self.frontier.lease("x", 100, TTL, self.now) == []
+            assert self.run(self.frontier.lease("x", 100, TTL, self.now)) == []
 
     # -- invariants -----------------------------------------------------------------
 
     @invariant()
     def database_matches_model(self) -> None:
-        total, distinct = self.conn.execute(
-            "SELECT count(*), count(DISTINCT url) FROM url WHERE crawl_id = ?", (self.crawl_id,)
-        ).fetchone()
+        ((total, distinct),) = self.run(
+            self.db.fetch(
+                "SELECT count(*), count(DISTINCT url) FROM url WHERE crawl_id = ?", self.crawl_id
+            )
+        )
         assert total == distinct, "a URL key appears twice"
         db = self._db_rows()
         assert set(db) == set(self.model), "a key was lost or invented"
@@ -277,29 +310,26 @@ class FrontierMachine(RuleBasedStateMachine):
             assert row.completions <= 1
             assert row.completions == (row.state == DONE)
 
-        counts = self.frontier.counts()
+        counts = self.run(self.frontier.counts())
         assert counts.pending + counts.leased + counts.done == len(self.model)
         assert counts.leased == sum(r.state == LEASED for r in self.model.values())
         assert counts.done == sum(r.state == DONE for r in self.model.values())
 
     @invariant()
     def results_and_links_match_model(self) -> None:
-        with_result = {
-            url
-            for (url,) in self.conn.execute(
-                "SELECT u.url FROM result r JOIN url u ON u.id = r.url_id WHERE u.crawl_id = ?",
-                (self.crawl_id,),
-            )
-        }
+        with_result = set(self.run(self.db.results(self.crawl_id)))
         assert with_result == {k for k, r in self.model.items() if r.state == DONE}
-        edges = set(
-            self.conn.execute(
-                "SELECT s.url, t.url FROM link l JOIN url s ON s.id = l.source_id "
-                "JOIN url t ON t.id = l.target_id"
-            ).fetchall()
-        )
+        edges = {(s, t) for s, t, _, _ in self.run(self.db.links(self.crawl_id))}
         assert edges == self.edges
 
 
+class PostgresFrontierMachine(FrontierMachine):
+    backend_name = "postgresql"
+
+
 FrontierMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
-TestFrontierMachine = FrontierMachine.TestCase
+PostgresFrontierMachine.TestCase.settings = settings(
+    max_examples=15, stateful_step_count=30, deadline=None
+)
+TestSqliteFrontierMachine = FrontierMachine.TestCase
+TestPostgresFrontierMachine = PostgresFrontierMachine.TestCase
