@@ -49,16 +49,17 @@ SELECT (SELECT count(*) FROM url WHERE crawl_id = $1 AND state = 0)
 """
 
 # A redirect whose chain loops, is too long, or ends broken is broken (as in
-# the ``resolved`` view); the chains start from the redirects' partial index.
+# the ``resolved`` view). The chains start from the redirects' partial index;
+# each is looked up by key (scalar subqueries), so the planner cannot choose
+# to read every result of the crawl instead, whatever its statistics say.
 _REDIRECT_BROKEN = """
 SELECT count(*) FROM redirect_chain rc
-JOIN url u          ON u.id = rc.url_id
-JOIN crawl c        ON c.id = u.crawl_id
-JOIN result r       ON r.url_id = rc.url_id AND r.class = 'redirected'
-LEFT JOIN result fr ON fr.url_id = rc.final_id
-WHERE u.crawl_id = $1 AND (rc.is_loop
-    OR rc.hops > COALESCE((c.config ->> 'max_redirects')::integer, 10)
-    OR fr.class = 'broken')
+WHERE (SELECT crawl_id FROM url WHERE id = rc.url_id) = $1
+  AND (SELECT class FROM result WHERE url_id = rc.url_id) = 'redirected'
+  AND (rc.is_loop
+       OR rc.hops > (SELECT COALESCE((config ->> 'max_redirects')::integer, 10)
+                     FROM crawl WHERE id = $1)
+       OR (SELECT class FROM result WHERE url_id = rc.final_id) = 'broken')
 """
 
 # Broken links, then (only when some crawl recorded anchors) missing fragments.
