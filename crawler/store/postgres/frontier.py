@@ -85,7 +85,7 @@ class PostgresFrontier:
         self._pool = pool
         self._recorder = Recorder(crawl_id, max_urls=max_urls, max_cache_age_s=max_cache_age_s)
         self._host_names: dict[int, str] = {}
-        self.vacuum = QueueVacuum(dsn)
+        self._vacuum = QueueVacuum(dsn)
         self._closed = False
 
     @classmethod
@@ -111,7 +111,7 @@ class PostgresFrontier:
         try:
             return await coro
         finally:
-            self.vacuum.poll()
+            self._vacuum.poll()
 
     async def _tx(self, body: Any) -> Any:
         return await schema.in_transaction(self._pool, body, on_retry=self._recorder.forget)
@@ -371,7 +371,7 @@ class PostgresFrontier:
             return
         self._closed = True
         try:
-            self._loop.run(self.vacuum.close())
+            self._loop.run(self._vacuum.close())
             if self._pool is not None:
                 self._loop.run(self._pool.close())
         finally:

@@ -1,7 +1,9 @@
 """The frontier, the visited set and the quiescence detector: one table, ``url``.
 
-``Frontier`` is the narrow contract between the engine and SQLite. The engine
-may call only these methods, each one transaction:
+``Frontier`` keeps ``crawler.store.contract.FrontierStore``'s meaning on
+SQLite (tests/store/ runs the same contract tests on both backends); the
+engine reaches it through ``store.AsyncFrontier``. Its methods, each one
+transaction:
 
 - ``enqueue``: add seeds (dedup by the UNIQUE key, ``ON CONFLICT``).
 - ``lease``: take a batch of due pending rows, with owner token and expiry.
