@@ -69,6 +69,7 @@ class Engine:
         scope: Scope,
         settings: CrawlSettings,
         *,
+        robots: Robots | None = None,
         owner: str | None = None,
         shutdown_timeout_s: float = 10.0,
         parse_helpers: int = 0,
@@ -79,7 +80,7 @@ class Engine:
         self._settings = settings
         self.owner = owner or uuid.uuid4().hex
         self._policy = Policy.from_settings(settings)
-        self._robots = Robots(fetcher, frontier, settings.user_agent) if settings.robots else None
+        self._robots = robots  # the rules to obey (the runner's, None when not obeyed)
         self._wake = asyncio.Event()
         # The store's gate: in memory for SQLite, shared by every worker for PostgreSQL.
         self._gate = frontier.host_gate(
