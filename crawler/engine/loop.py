@@ -29,7 +29,7 @@ from crawler.engine.parse_pool import ParsePool
 from crawler.models import LeasedUrl, Outcome, Result, ResultClass, UrlKind
 from crawler.net.fetch import Fetched, Fetcher
 from crawler.net.robots import Robots
-from crawler.outcome import Parsed, Policy, build_outcome, retry_delay_for, wants_parse
+from crawler.outcome import Parsed, Policy, build_outcome, host_pause_s, wants_parse
 from crawler.scope import Scope
 from crawler.store.contract import FrontierStore
 
@@ -280,12 +280,15 @@ class Engine:
                 fetched = await self._fetcher.fetch_page(row.url)
             else:
                 fetched = await self._fetcher.check(row.url)
-            if fetched.status in (429, 503) and fetched.failure is None:
-                delay = retry_delay_for(row, fetched, self._policy)
-                if delay:
-                    self._gate.pause(row.host, delay)  # the whole host waits, not this URL
-            parsed = await self._parse_elsewhere(row, fetched) if wants_parse(fetched) else None
-            return build_outcome(row, fetched, self._scope, self._policy, time.time(), parsed)
+            parsed = None
+            if wants_parse(row, fetched, self._policy):
+                parsed = await self._parse_elsewhere(row, fetched)
+            now = time.time()
+            outcome = build_outcome(row, fetched, self._scope, self._policy, now, parsed)
+            pause = host_pause_s(fetched, outcome, now)
+            if pause is not None:
+                self._gate.pause(row.host, pause)  # the whole host waits, not only this URL
+            return outcome
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug must cost one URL, not the crawl
