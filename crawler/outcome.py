@@ -22,6 +22,8 @@ from crawler.status import is_bot_wall, parse_accept
 if TYPE_CHECKING:
     from crawler.config import CrawlSettings
 
+HOST_PAUSE_STATUSES = frozenset({429, 503})  # a retried answer that pauses the whole host
+
 
 @dataclass(frozen=True, slots=True)
 class Policy:
@@ -56,14 +58,22 @@ class Parsed:
     anchors: frozenset[str] | None = None
 
 
-def wants_parse(fetched: Fetched) -> bool:
-    """Whether ``build_outcome`` may parse this response's body (HTML or CSS, 2xx)."""
-    return (
-        fetched.failure is None
-        and fetched.body is not None
-        and 200 <= (fetched.status or 0) < 300
-        and (fetched.is_html or fetched.is_css)
-    )
+def wants_parse(leased: LeasedUrl, fetched: Fetched, policy: Policy) -> bool:
+    """Is this response's body parsed? The one place that decides it.
+
+    An OK 2xx body of a page to crawl that is HTML (its links) or CSS (its
+    references), or, when fragments are checked, any HTML (its anchors). The
+    engine asks it to send a body to a parse helper; ``build_outcome`` to
+    parse one the engine did not.
+    """
+    if fetched.failure is not None or fetched.body is None:
+        return False
+    status = fetched.status or 0
+    if not 200 <= status < 300 or status not in policy.accepted:
+        return False
+    if leased.kind == UrlKind.PAGE:
+        return fetched.is_html or fetched.is_css
+    return fetched.is_html and policy.include_fragments
 
 
 def parse_body(
@@ -72,7 +82,8 @@ def parse_body(
     """The links (and anchors) of a fetched body: an HTML page, or an in-scope stylesheet.
 
     Pure and picklable in and out, so a helper process can run it
-    (``crawler.parse_pool``); ``build_outcome`` runs it inline otherwise.
+    (``crawler.engine.parse_pool``); ``build_outcome`` runs it inline
+    otherwise. Only for a response ``wants_parse`` accepts.
     """
     parsed = Parsed([])
     if fetched.body is None:
@@ -99,7 +110,10 @@ def build_outcome(
 ) -> Outcome:
     """Turn a response into what the frontier should record for this URL.
 
-    ``parsed`` is ``parse_body``'s answer when it was computed elsewhere.
+    ``parsed`` is ``parse_body``'s answer when a helper computed it (the
+    engine decides where, ``wants_parse`` whether); None parses here.
+    The retry time is decided here only: ``host_pause_s`` derives the host's
+    pause from it.
     """
     delay = retry_delay_for(leased, fetched, policy)
     if delay is not None:
@@ -113,10 +127,11 @@ def build_outcome(
     outcome = Outcome(leased=leased, result=result)
     if result.result_class != ResultClass.OK or fetched.body is None or not 200 <= status < 300:
         return outcome
-    if parsed is None:
-        parsed = parse_body(leased, fetched, scope, policy.include_fragments)
-    outcome.children = parsed.children
-    outcome.anchors = parsed.anchors
+    if wants_parse(leased, fetched, policy):
+        if parsed is None:
+            parsed = parse_body(leased, fetched, scope, policy.include_fragments)
+        outcome.children = parsed.children
+        outcome.anchors = parsed.anchors
     if fetched.truncated:  # the links of the part read are still followed
         result.result_class = ResultClass.BROKEN
         result.error_kind = str(FailureKind.BODY_TOO_LARGE)
@@ -138,6 +153,23 @@ def retry_delay_for(leased: LeasedUrl, fetched: Fetched, policy: Policy) -> floa
         base_wait_s=policy.retry_wait_s,
         max_retry_after_s=policy.max_retry_after_s,
     )
+
+
+def host_pause_s(fetched: Fetched, outcome: Outcome, now: float) -> float | None:
+    """How long the whole host waits, or None: a 429 or 503 that will be retried.
+
+    The server says it, not only this URL, is overloaded; the host waits as
+    long as the URL does (``outcome.retry_at``, decided by ``build_outcome``
+    at ``now``), so one computation of the delay serves both.
+    """
+    if (
+        outcome.retry_at is None
+        or fetched.failure is not None
+        or fetched.status not in HOST_PAUSE_STATUSES
+    ):
+        return None
+    delay = outcome.retry_at - now
+    return delay if delay > 0 else None
 
 
 def classify(fetched: Fetched, policy: Policy) -> Result:

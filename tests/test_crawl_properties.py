@@ -3,16 +3,15 @@
 On every generated site: every reachable in-scope page is fetched exactly once,
 nothing unreachable is requested, out-of-scope pages are checked but never
 parsed, every broken link is reported with exactly its source pages, and the
-crawl terminates.
+crawl terminates. On both backends: the examples of one backend share its
+database (``any_db``), each a crawl of its own, read back as the latest one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import tempfile
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -115,11 +114,11 @@ def _resolves_broken(graph: Graph, idx: int) -> bool:
     return graph.nodes[idx].kind == "missing"
 
 
-async def scenario(graph: Graph, db_path: Path, concurrency: int) -> None:
+async def scenario(graph: Graph, db: str, concurrency: int) -> None:
     async with SiteServer({}) as main, SiteServer({}, host="127.0.0.2") as ext:
         build_sites(graph, main, ext)
         data = await crawl(
-            db_path, [main.url("/n0")], max_concurrency=concurrency, host_concurrency=concurrency
+            db, [main.url("/n0")], max_concurrency=concurrency, host_concurrency=concurrency
         )
         reachable, broken = expected(graph)
 
@@ -144,8 +143,13 @@ async def scenario(graph: Graph, db_path: Path, concurrency: int) -> None:
         assert data.crawl.state == "finished"
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# any_db is function-scoped, so every example of a backend crawls in the same
+# database: that is intended (each example is a new crawl there), not a leak.
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(graph=graphs(), concurrency=st.sampled_from([1, 4, 32]))
-def test_random_site_graphs(graph: Graph, concurrency: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(scenario(graph, Path(tmp) / "c.db", concurrency))
+def test_random_site_graphs(graph: Graph, concurrency: int, any_db: str) -> None:
+    asyncio.run(scenario(graph, any_db, concurrency))

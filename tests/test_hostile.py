@@ -2,12 +2,13 @@
 
 The seed page is on one loopback port and the hostile routes on others; with
 ``--scope domain`` (same host name, any port) they are all crawled with GET.
+Both backends (``any_db``): a hostile answer must become a recorded failure
+whichever store records it.
 """
 
 from __future__ import annotations
 
 import resource
-from pathlib import Path
 
 import pytest
 
@@ -45,13 +46,13 @@ async def hostile() -> HostileServer:
 
 
 async def test_every_hostile_behaviour_is_a_recorded_failure(
-    site_server, hostile: HostileServer, tmp_path: Path
+    site_server, hostile: HostileServer, any_db: str
 ) -> None:
     long_url = hostile.url("/ok/" + "x" * 100_000)
     links = [hostile.url(name) for name in [*HOSTILE, *FINE]] + [long_url]
     server = await site_server({"/": Page(links=links)})
     data = await crawl(
-        tmp_path / "c.db",
+        any_db,
         [server.url("/")],
         scope="domain",
         timeout_s=2,
@@ -80,11 +81,11 @@ async def test_every_hostile_behaviour_is_a_recorded_failure(
 
 
 async def test_a_100_mb_page_costs_bounded_memory(
-    site_server, hostile: HostileServer, tmp_path: Path
+    site_server, hostile: HostileServer, any_db: str
 ) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     server = await site_server({"/": Page(links=[hostile.url("big-html")])})
-    data = await crawl(tmp_path / "c.db", [server.url("/")], scope="domain")
+    data = await crawl(any_db, [server.url("/")], scope="domain")
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert [b.url for b in data.broken] == [hostile.url("big-html")]
     assert grown_mb < 80, f"peak RSS grew {grown_mb:.0f} MB for a capped 100 MB page"

@@ -13,25 +13,38 @@ The default run makes 20 kills on each backend, SQLite and PostgreSQL, both
 held to the SQLite reference (``CRAWLER_FAULT_RUNS=N`` for another number).
 Kill points come from a seed printed with every failure;
 ``CRAWLER_FAULT_SEED=<seed>`` replays them.
+
+Start-up is a kill point too: the moment the crawl's row becomes visible in
+the database (the crawl is recorded, nothing is fetched yet), random moments
+shortly after it, and random moments from the process's start (the crawl may
+not be recorded yet: resume must then say so, never report an empty crawl).
+With ``--use-sitemaps``, a kill while the sitemap is being fetched must not
+lose the pages only the sitemap lists.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
+from crawler.store import open as store_open
+
 from kit.clikit import clean_env, cli, run_cli
-from kit.pgkit import done_urls, integrity
+from kit.pgkit import done_urls, integrity, run_async
 from kit.serve_site import ThreadedSite
 from kit.sitekit import Page, Site, wait_until_sync
 
@@ -139,7 +152,11 @@ def sites() -> Iterator[Sites]:
 
 @pytest.fixture(scope="module")
 def reference(sites: Sites, tmp_path_factory: pytest.TempPathFactory) -> Reference:
-    """The uninterrupted crawl: its exit code, JSON report and requests."""
+    """The uninterrupted crawl: its exit code, JSON report and requests.
+
+    On SQLite only, deliberately: it is the one reference both backends'
+    resumed crawls must equal.
+    """
     sites.reset()
     db = tmp_path_factory.mktemp("reference") / "crawl.db"
     result = run_cli("crawl", sites.seed_url, "--db", str(db), *CRAWL_FLAGS, cwd=db.parent)
@@ -154,9 +171,11 @@ def reference(sites: Sites, tmp_path_factory: pytest.TempPathFactory) -> Referen
 CRAWL_FLAGS = ("-f", "json", "-n", "--max-concurrency", str(MAX_CONCURRENCY), "--max-retries", "0")
 
 
-def start_crawl(sites: Sites, db: str | Path, cwd: Path | None = None) -> subprocess.Popen[str]:
+def start_crawl(
+    sites: Sites, db: str | Path, cwd: Path | None = None, *extra: str
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        cli("crawl", sites.seed_url, "--db", str(db), *CRAWL_FLAGS),
+        cli("crawl", sites.seed_url, "--db", str(db), *CRAWL_FLAGS, *extra),
         cwd=cwd or Path(db).parent,
         env=clean_env(),
         stdin=subprocess.DEVNULL,
@@ -256,6 +275,13 @@ def test_sigkill_then_resume_matches_reference(
             proc.kill()
             proc.communicate(timeout=RUN_TIMEOUT_S)
     assert proc.returncode == -signal.SIGKILL, f"{context}: the crawl ended before the kill"
+    assert_resume_completes(sites, reference, db, tmp_path, context, in_flight)
+
+
+def assert_resume_completes(
+    sites: Sites, reference: Reference, db: str, tmp_path: Path, context: str, in_flight: int
+) -> None:
+    """``crawler resume`` after a kill: the reference report, nothing committed redone."""
     assert integrity(db) == "ok", context
     seen_at_kill = sites.counts()
     done_at_kill = done_urls(db)
@@ -282,18 +308,150 @@ def test_sigkill_then_resume_matches_reference(
     assert set(dupes) <= unsettled, detail
 
 
+# ---------------------------------------------------------------------------
+# start-up: killed around the moment the crawl is recorded
+# ---------------------------------------------------------------------------
+
+STARTUP_RUNS = 3  # random kills per backend, in each of the two ways below
+AFTER_ROW_MAX_S = 0.5  # "shortly after the crawl row exists": the first requests
+FROM_SPAWN_MAX_S = 2.0  # from the process's start: before, at or after the row
+
+
+def recorded_crawls_sqlite(path: str) -> int:
+    """Crawl rows visible in a SQLite file now; 0 while it does not hold the table yet."""
+    if not Path(path).exists():
+        return 0
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.01)
+        try:
+            return int(conn.execute("SELECT count(*) FROM crawl").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return 0
+
+
+async def _recorded_crawls_pg(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        return int(await conn.fetchval("SELECT count(*) FROM crawl"))
+    except asyncpg.UndefinedTableError:
+        return 0
+    finally:
+        await conn.close()
+
+
+def recorded_crawls(db: str) -> int:
+    """Crawl rows in either backend's database now."""
+    if store_open.is_postgres_url(db):
+        return run_async(_recorded_crawls_pg(db))
+    return recorded_crawls_sqlite(db)
+
+
+async def _wait_recorded_pg(url: str, proc: subprocess.Popen[str], deadline: float) -> bool:
+    conn = await asyncpg.connect(url)
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if await conn.fetchval("SELECT count(*) FROM crawl"):
+                    return True
+            except asyncpg.UndefinedTableError:
+                pass
+        return False
+    finally:
+        await conn.close()
+
+
+def wait_until_recorded(proc: subprocess.Popen[str], db: str) -> bool:
+    """Poll, as fast as the database answers, until the crawl row is visible.
+
+    False when the crawler exited first. A tight loop, not ``wait_until``: the
+    point is to kill within a millisecond or so of the row's commit.
+    """
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    if store_open.is_postgres_url(db):
+        return run_async(_wait_recorded_pg(db, proc, deadline))
+    while proc.poll() is None and time.monotonic() < deadline:
+        if recorded_crawls_sqlite(db):
+            return True
+    return False
+
+
+def pause(proc: subprocess.Popen[str], seconds: float) -> None:
+    """Let the crawler run ``seconds`` more (or until it exits)."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=seconds)
+
+
+def settle(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate(timeout=RUN_TIMEOUT_S)
+
+
+STARTUP_MOMENTS = [
+    "at-row",
+    *(f"after-row-{i}" for i in range(STARTUP_RUNS)),
+    *(f"from-spawn-{i}" for i in range(STARTUP_RUNS)),
+]
+
+
+@pytest.mark.parametrize("moment", STARTUP_MOMENTS)
+def test_sigkill_at_startup_then_resume_matches_reference(
+    moment: str, sites: Sites, reference: Reference, tmp_path: Path, any_db: str
+) -> None:
+    """Killed as the crawl is recorded: resume finishes it, never an empty "finished" crawl."""
+    rng = random.Random(f"{FAULT_SEED}:{moment}")
+    context = f"replay with CRAWLER_FAULT_SEED={FAULT_SEED} ({moment})"
+    sites.reset()
+    db = any_db
+    proc = start_crawl(sites, db, tmp_path)
+    started = time.monotonic()
+    try:
+        if moment.startswith("from-spawn"):
+            delay = rng.uniform(0.0, FROM_SPAWN_MAX_S)
+            context += f": SIGKILL {delay:.3f} s after the start"
+            pause(proc, delay)
+            assert proc.poll() is None, f"{context}: the crawl ended before the kill"
+            proc.kill()
+        else:
+            assert wait_until_recorded(proc, db), f"{context}: the crawl row never appeared"
+            if moment.startswith("after-row"):
+                delay = rng.uniform(0.0, AFTER_ROW_MAX_S)
+                context += f": SIGKILL {delay:.3f} s after the crawl row appeared"
+                pause(proc, delay)
+            assert proc.poll() is None, f"{context}: the crawl ended before the kill"
+            proc.kill()
+        in_flight = sites.in_flight()
+    finally:
+        settle(proc)
+    print(f"{context}; killed {time.monotonic() - started:.3f} s after the start")
+    assert proc.returncode == -signal.SIGKILL, f"{context}: the crawl ended before the kill"
+    if recorded_crawls(db) == 0:  # killed before the crawl was recorded: nothing to resume
+        result = resume(db, tmp_path)
+        assert result.returncode == 3, f"{context}\n{result.stderr}"
+        assert "no crawl" in result.stderr or "no such database" in result.stderr, result.stderr
+        return
+    assert_resume_completes(sites, reference, db, tmp_path, context, in_flight)
+
+
 @pytest.mark.parametrize(
     ("signum", "exit_code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["INT", "TERM"]
 )
 def test_graceful_stop_then_resume_repeats_nothing(
-    signum: signal.Signals, exit_code: int, sites: Sites, reference: Reference, tmp_path: Path
+    signum: signal.Signals,
+    exit_code: int,
+    sites: Sites,
+    reference: Reference,
+    tmp_path: Path,
+    any_db: str,
 ) -> None:
     total = sum(reference.requests.values())
     stop_after = total // 3
     sites.reset()
-    db = tmp_path / "crawl.db"
+    db = any_db
 
-    proc = start_crawl(sites, db)
+    proc = start_crawl(sites, db, tmp_path)
     try:
         wait_for_requests(sites, proc, stop_after)
         assert proc.poll() is None, "the crawl ended before the signal"
@@ -312,10 +470,56 @@ def test_graceful_stop_then_resume_repeats_nothing(
     assert integrity(db) == "ok"
     assert duplicates(sites.counts()) == {}
 
-    result = resume(db)
+    result = resume(db, tmp_path)
     assert result.returncode == reference.exit_code, result.stderr
     assert_same_report(json.loads(result.stdout), reference, f"resumed after {signum.name}")
     assert integrity(db) == "ok"
     counts = sites.counts()
     assert set(counts) == set(reference.requests)
     assert duplicates(counts) == {}, "a graceful stop must not cost a single repeated request"
+
+
+SITEMAP_DELAY_S = 1.0  # the sitemap answers slowly: the kill lands while it is fetched
+
+
+def test_sigkill_while_sitemaps_are_fetched_then_resume_finds_their_pages(
+    tmp_path: Path, any_db: str
+) -> None:
+    """With --use-sitemaps, the pages only a sitemap lists survive a kill during its fetch."""
+    site: Site = {"/": Page(), "/orphan": Page(links=["/orphan-child"]), "/orphan-child": Page()}
+    with ThreadedSite(site) as server:
+        site["/robots.txt"] = Page(
+            body=f"Sitemap: {server.url('/s.xml')}\n", content_type="text/plain"
+        )
+        site["/s.xml"] = Page(
+            body=f"<urlset><url><loc>{server.url('/orphan')}</loc></url></urlset>",
+            content_type="application/xml",
+            delay_s=SITEMAP_DELAY_S,
+        )
+        proc = subprocess.Popen(
+            cli("crawl", server.url("/"), "--db", any_db, *CRAWL_FLAGS, "--use-sitemaps"),
+            cwd=tmp_path,
+            env=clean_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_until_sync(
+                lambda: ("GET", "/s.xml") in server.requests() or proc.poll() is not None,
+                timeout=RUN_TIMEOUT_S,
+                interval=0.001,
+                message="the sitemap was requested",
+            )
+            assert proc.poll() is None, "the crawl ended before the kill"
+            proc.kill()
+        finally:
+            settle(proc)
+        assert recorded_crawls(any_db) == 1
+        result = resume(any_db, tmp_path)
+        assert result.returncode == 0, result.stderr
+        report = json.loads(result.stdout)
+        assert report["crawl"]["state"] == "finished"
+        assert report["summary"]["pages"] == 3, report["summary"]
+        assert server.counts()[("GET", "/orphan-child")] == 1

@@ -29,7 +29,7 @@ from crawler.engine.parse_pool import ParsePool
 from crawler.models import LeasedUrl, Outcome, Result, ResultClass, UrlKind
 from crawler.net.fetch import Fetched, Fetcher
 from crawler.net.robots import Robots
-from crawler.outcome import Parsed, Policy, build_outcome, retry_delay_for, wants_parse
+from crawler.outcome import Parsed, Policy, build_outcome, host_pause_s, wants_parse
 from crawler.scope import Scope
 from crawler.store.contract import FrontierStore
 
@@ -69,6 +69,7 @@ class Engine:
         scope: Scope,
         settings: CrawlSettings,
         *,
+        robots: Robots | None = None,
         owner: str | None = None,
         shutdown_timeout_s: float = 10.0,
         parse_helpers: int = 0,
@@ -79,7 +80,7 @@ class Engine:
         self._settings = settings
         self.owner = owner or uuid.uuid4().hex
         self._policy = Policy.from_settings(settings)
-        self._robots = Robots(fetcher, frontier, settings.user_agent) if settings.robots else None
+        self._robots = robots  # the rules to obey (the runner's, None when not obeyed)
         self._wake = asyncio.Event()
         # The store's gate: in memory for SQLite, shared by every worker for PostgreSQL.
         self._gate = frontier.host_gate(
@@ -279,12 +280,15 @@ class Engine:
                 fetched = await self._fetcher.fetch_page(row.url)
             else:
                 fetched = await self._fetcher.check(row.url)
-            if fetched.status in (429, 503) and fetched.failure is None:
-                delay = retry_delay_for(row, fetched, self._policy)
-                if delay:
-                    self._gate.pause(row.host, delay)  # the whole host waits, not this URL
-            parsed = await self._parse_elsewhere(row, fetched) if wants_parse(fetched) else None
-            return build_outcome(row, fetched, self._scope, self._policy, time.time(), parsed)
+            parsed = None
+            if wants_parse(row, fetched, self._policy):
+                parsed = await self._parse_elsewhere(row, fetched)
+            now = time.time()
+            outcome = build_outcome(row, fetched, self._scope, self._policy, now, parsed)
+            pause = host_pause_s(fetched, outcome, now)
+            if pause is not None:
+                self._gate.pause(row.host, pause)  # the whole host waits, not only this URL
+            return outcome
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug must cost one URL, not the crawl

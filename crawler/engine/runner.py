@@ -1,8 +1,10 @@
 """Running a crawl from code: what the CLI, the service and the tests share.
 
-``start`` opens the database and records a new crawl, ``open_existing``
-prepares one for resuming, and ``CrawlJob.run`` drives it with an engine until
-it finishes or ``stop`` is called.
+``start`` opens the database and records a new crawl with its seeds (one
+transaction), ``open_existing`` prepares one for resuming, and ``CrawlJob.run``
+drives it with an engine until it finishes or ``stop`` is called. A run first
+completes the crawl's seeding when it is not complete (the sitemaps' pages,
+or the seeds of a crawl an older version recorded without them).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from crawler.store.contract import FrontierStore
 
 @dataclass
 class CrawlJob:
-    """One crawl ready to run: its frontier, settings and scope."""
+    """One crawl ready to run: its frontier, settings, scope and classified seeds."""
 
     frontier: FrontierStore
     settings: CrawlSettings
@@ -55,8 +57,10 @@ class CrawlJob:
         started = time.monotonic()
         try:
             async with Fetcher(self.settings, local_root=self.local_root) as fetcher:
-                if self.seeds:
-                    await self._enqueue_seeds(fetcher)
+                # One Robots per crawl: it finds the sitemaps and the engine obeys it.
+                robots = Robots(fetcher, self.frontier, self.settings.user_agent)
+                if not await self.frontier.is_seeded():
+                    await self._seed(robots, fetcher)
                 if self.on_seeded is not None:
                     self.on_seeded()
                 if self._stopped:
@@ -66,6 +70,7 @@ class CrawlJob:
                     fetcher,
                     self.scope,
                     self.settings,
+                    robots=robots if self.settings.robots else None,
                     shutdown_timeout_s=shutdown_timeout_s,
                     parse_helpers=parse_helpers,
                 )
@@ -76,12 +81,17 @@ class CrawlJob:
             with contextlib.suppress(StoreError):
                 await self.frontier.add_elapsed(elapsed)
 
-    async def _enqueue_seeds(self, fetcher: Fetcher) -> None:
-        """The seeds, then the pages their sitemaps list (first run only)."""
+    async def _seed(self, robots: Robots, fetcher: Fetcher) -> None:
+        """Complete what the crawl starts from, then mark it seeded.
+
+        The seeds again (already there when this version recorded the crawl;
+        enqueuing is idempotent), then the pages its sitemaps list. A run
+        killed before ``mark_seeded`` leaves this to the next one, so pages
+        only a sitemap lists are never lost.
+        """
         await self.frontier.enqueue(self.seeds, time.time())
         wanted = list(self.settings.sitemaps)
         if self.settings.use_sitemaps:
-            robots = Robots(fetcher, self.frontier, self.settings.user_agent)
             for seed in self.seeds:
                 if seed.host:
                     wanted.extend(await robots.sitemaps(seed.url, seed.host))
@@ -91,7 +101,7 @@ class CrawlJob:
             )
             found = [self.scope.classify(page, element="sitemap", depth=0) for page in pages]
             await self.frontier.enqueue(found, time.time())
-        self.seeds = []
+        await self.frontier.mark_seeded(time.time())
 
     def close(self) -> None:
         """Close the database connection and the writer thread."""
@@ -141,9 +151,27 @@ def start(
         raise UsageError("no seed URL given")
     recorded, keys, local_root = prepare_seeds(raw_seeds)
     scope = Scope.build(settings, keys)
-    seeds = [scope.classify(key, element="seed", depth=0) for key in keys]
-    store = store_open.create_crawl(db_path, recorded, settings, durability=durability)
+    seeds = classified_seeds(scope, keys)
+    # Recorded with its seeds in one transaction; its sitemaps, if any, come later.
+    store = store_open.create_crawl(
+        db_path,
+        recorded,
+        settings,
+        seeds=seeds,
+        seeded=not wants_sitemaps(settings),
+        durability=durability,
+    )
     return CrawlJob(store, settings, scope, seeds, local_root)
+
+
+def classified_seeds(scope: Scope, keys: list[str]) -> list[Discovered]:
+    """The seeds as the frontier takes them."""
+    return [scope.classify(key, element="seed", depth=0) for key in keys]
+
+
+def wants_sitemaps(settings: CrawlSettings) -> bool:
+    """Does the crawl start from sitemaps too (fetched by its first run, not at creation)?"""
+    return bool(settings.sitemaps) or settings.use_sitemaps
 
 
 def open_existing(
@@ -162,7 +190,8 @@ def open_existing(
     except BaseException:
         store.close()
         raise
-    job = CrawlJob(store, settings, Scope.build(settings, keys), local_root=local_root)
+    scope = Scope.build(settings, keys)
+    job = CrawlJob(store, settings, scope, classified_seeds(scope, keys), local_root)
     return job, record
 
 

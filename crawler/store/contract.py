@@ -129,6 +129,21 @@ class FrontierStore(Protocol):
         """
         ...
 
+    async def is_seeded(self) -> bool:
+        """Does the frontier hold everything the crawl starts from?
+
+        The seeds enter it in the transaction that records the crawl
+        (``open.create_crawl``); the pages its sitemaps list only once a run
+        has collected them. Until then a run enqueues the recorded seeds
+        again (idempotent: a crawl recorded by an older version may have
+        none) and collects the sitemaps before it crawls.
+        """
+        ...
+
+    async def mark_seeded(self, now: float) -> None:
+        """Record that the seeds and the sitemaps' pages are in the frontier."""
+        ...
+
     async def register_worker(self, owner: str, now: float) -> None:
         """Record this process (pid, host, heartbeat): its leases are told from a dead one's."""
         ...

@@ -6,7 +6,8 @@ anything else is a SQLite file: a path, or a ``sqlite:`` URL
 call only these functions, so everything above ``crawler/store`` is the same
 code for both:
 
-- ``create_crawl``: record a new crawl, return its ``FrontierStore``;
+- ``create_crawl``: record a new crawl and enqueue its seeds (one
+  transaction), return its ``FrontierStore``;
 - ``open_crawl``: a recorded crawl (the given id, else the latest unfinished,
   else the latest) with its record;
 - ``load_report``: the ``ReportData`` of a crawl, in one snapshot.
@@ -16,12 +17,14 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from crawler.config import CrawlSettings, Durability
 from crawler.errors import UsageError
-from crawler.models import CrawlRecord
+from crawler.models import CrawlRecord, Discovered
 from crawler.report.model import ReportData
 from crawler.store.contract import FrontierStore
 from crawler.store.sqlite import crawls, db
@@ -47,17 +50,35 @@ def sqlite_path(db_name: str | Path) -> str | Path:
 
 def create_crawl(
     db_name: str | Path,
-    seeds: list[str],
+    recorded: list[str],
     settings: CrawlSettings,
     *,
+    seeds: Sequence[Discovered],
+    seeded: bool = True,
     durability: Durability = "normal",
 ) -> FrontierStore:
-    """Record a new crawl (keeping earlier ones) and return its store."""
+    """Record a new crawl (keeping earlier ones) with its seeds in its frontier; its store.
+
+    ``recorded`` are the seeds as the user gave them, ``seeds`` the same
+    classified: both are written in ONE transaction, so a crash never leaves
+    a recorded crawl with an empty frontier (which would read as finished).
+    ``seeded`` False: the crawl's sitemaps are still to be collected
+    (``FrontierStore.mark_seeded``).
+    """
     if is_postgres_url(db_name):
-        return _postgres(str(db_name), None, settings, seeds)[0]
+        return _postgres(str(db_name), None, settings, _NewCrawl(recorded, seeds, seeded))[0]
     conn = db.open_database(sqlite_path(db_name), durability=durability)
     try:
-        crawl_id = crawls.create(conn, seeds, settings.model_dump(), time.time())
+        crawl_id = crawls.create(
+            conn,
+            recorded,
+            settings.model_dump(),
+            time.time(),
+            enqueue=seeds,
+            seeded=seeded,
+            max_urls=settings.max_urls,
+            max_cache_age_s=settings.max_cache_age_s,
+        )
     except BaseException:
         conn.close()
         raise
@@ -121,10 +142,17 @@ def _sqlite_store(conn: Any, crawl_id: int, settings: CrawlSettings) -> AsyncFro
     )
 
 
+@dataclass(frozen=True)
+class _NewCrawl:
+    recorded: list[str]
+    seeds: Sequence[Discovered]
+    seeded: bool
+
+
 def _postgres(
-    dsn: str, crawl_id: int | None, settings: CrawlSettings | None, seeds: list[str] | None
+    dsn: str, crawl_id: int | None, settings: CrawlSettings | None, new: _NewCrawl | None
 ) -> tuple[FrontierStore, CrawlRecord]:
-    """Connect; record a new crawl (``seeds``) or find one; return its store and record."""
+    """Connect; record a ``new`` crawl or find one; return its store and record."""
     from crawler.store.postgres import crawls as pg_crawls  # asyncpg only when used
     from crawler.store.postgres import schema
     from crawler.store.postgres.frontier import PostgresFrontier
@@ -132,9 +160,18 @@ def _postgres(
 
     async def find(pool: Any) -> CrawlRecord:
         async with pool.acquire() as conn, conn.transaction():
-            if seeds is not None:
+            if new is not None:
                 assert settings is not None
-                new_id = await pg_crawls.create(conn, seeds, settings.model_dump(), time.time())
+                new_id = await pg_crawls.create(
+                    conn,
+                    new.recorded,
+                    settings.model_dump(),
+                    time.time(),
+                    enqueue=new.seeds,
+                    seeded=new.seeded,
+                    max_urls=settings.max_urls,
+                    max_cache_age_s=settings.max_cache_age_s,
+                )
                 return await pg_crawls.get(conn, new_id)
             if crawl_id is not None:
                 return await pg_crawls.get(conn, crawl_id)

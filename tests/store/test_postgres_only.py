@@ -257,7 +257,7 @@ async def test_shared_gates_of_two_workers_never_exceed_the_host_limit(pg: PG) -
 
 async def test_migrations_are_recorded_and_idempotent(pg: PG) -> None:
     versions = [r[0] for r in await pg.conn.fetch("SELECT version FROM _migrations ORDER BY 1")]
-    assert versions == list(range(1, LATEST + 1))
+    assert versions == [version for version, _, _ in migrate.available(schema.DIALECT)]
     assert await schema.apply_migrations(pg.conn) == LATEST
     views = {
         r[0]

@@ -6,6 +6,9 @@ holds the lease, then records, for the accepted rows only, their redirect
 targets and children (``discover.Recorder``), the links, the anchors and the
 results. Only the first completion of a row in a batch can be accepted, as on
 SQLite, where the one after it finds the lease already given up.
+
+``enqueue`` is ``FrontierStore.enqueue``'s body, also run inside the
+transaction that records a new crawl (``crawls.create``).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from crawler.models import Outcome, ResultClass, UrlKind
+from crawler.models import Discovered, Outcome, ResultClass, UrlKind
 from crawler.store.postgres.discover import UPSERT_RESULTS, Found, Recorder, ResultRow
 
 _RETRY = """
@@ -172,3 +175,11 @@ async def write_results(conn: Any, results: list[ResultRow]) -> None:
     results.sort(key=lambda r: r[0])
     columns = list(zip(*results, strict=True))
     await conn.execute(UPSERT_RESULTS, *(list(c) for c in columns))
+
+
+async def enqueue(conn: Any, recorder: Recorder, seeds: Sequence[Discovered], now: float) -> int:
+    """Add seeds at depth 0 in the caller's transaction; return how many were new."""
+    results: list[ResultRow] = []
+    _, _, new = await recorder.record(conn, [Found(seed, 0, 0) for seed in seeds], now, results)
+    await write_results(conn, results)
+    return new

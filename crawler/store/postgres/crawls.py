@@ -1,4 +1,4 @@
-"""Crawl rows on PostgreSQL: creating a crawl, finding the one to resume or report on.
+"""Crawl rows on PostgreSQL: creating a crawl (with its seeds), finding one to resume or report on.
 
 The same questions as ``crawler.store.crawls`` answers for SQLite, returning
 the same ``CrawlRecord``; each function runs on a connection the caller holds
@@ -8,24 +8,62 @@ the same ``CrawlRecord``; each function runs on a connection the caller holds
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from crawler.errors import UsageError
-from crawler.models import CrawlRecord
+from crawler.models import CrawlRecord, Discovered
+from crawler.store.postgres import complete as completion
+from crawler.store.postgres.discover import Recorder
 
 _COLUMNS = "id, seeds::text, config::text, state, started_at, finished_at, elapsed_s"
 
 
-async def create(conn: Any, seeds: list[str], config: dict[str, Any], now: float) -> int:
-    """Start a new crawl; return its id."""
-    crawl_id = await conn.fetchval(
-        "INSERT INTO crawl (seeds, config, started_at) VALUES ($1::jsonb, $2::jsonb, $3) "
-        "RETURNING id",
-        json.dumps(seeds),
-        json.dumps(config, sort_keys=True),
-        now,
+async def create(
+    conn: Any,
+    seeds: list[str],
+    config: dict[str, Any],
+    now: float,
+    *,
+    enqueue: Sequence[Discovered] = (),
+    seeded: bool = True,
+    max_urls: int | None = None,
+    max_cache_age_s: float | None = None,
+) -> int:
+    """Record a new crawl and enqueue its classified seeds; return its id.
+
+    Run it inside one transaction: a crawl is never visible without its
+    seeds. ``seeded`` False leaves the crawl waiting for its sitemaps
+    (``mark_seeded``).
+    """
+    crawl_id = int(
+        await conn.fetchval(
+            "INSERT INTO crawl (seeds, config, started_at, seeded_at) "
+            "VALUES ($1::jsonb, $2::jsonb, $3, $4) RETURNING id",
+            json.dumps(seeds),
+            json.dumps(config, sort_keys=True),
+            now,
+            now if seeded else None,
+        )
     )
-    return int(crawl_id)
+    if enqueue:
+        recorder = Recorder(crawl_id, max_urls=max_urls, max_cache_age_s=max_cache_age_s)
+        await completion.enqueue(conn, recorder, enqueue, now)
+    return crawl_id
+
+
+async def is_seeded(conn: Any, crawl_id: int) -> bool:
+    """Does the frontier hold everything the crawl starts from (seeds, sitemap pages)?"""
+    return bool(
+        await conn.fetchval("SELECT seeded_at IS NOT NULL FROM crawl WHERE id = $1", crawl_id)
+    )
+
+
+async def mark_seeded(conn: Any, crawl_id: int, now: float) -> None:
+    """Record that the seeds and the sitemaps' pages are in the frontier."""
+    await conn.execute(
+        "UPDATE crawl SET seeded_at = COALESCE(seeded_at, $1) WHERE id = $2", now, crawl_id
+    )
 
 
 async def get(conn: Any, crawl_id: int | None = None) -> CrawlRecord:

@@ -34,7 +34,7 @@ from crawler.politeness import Gate, Limits
 from crawler.store import liveness
 from crawler.store.postgres import complete as completion
 from crawler.store.postgres import crawls, gate, schema
-from crawler.store.postgres.discover import Found, Recorder, ResultRow
+from crawler.store.postgres.discover import Recorder
 from crawler.store.postgres.host_gate import SharedHostGate
 from crawler.store.postgres.loop import BackgroundLoop
 from crawler.store.postgres.vacuum import QueueVacuum
@@ -120,13 +120,9 @@ class PostgresFrontier:
 
     async def enqueue(self, seeds: Sequence[Discovered], now: float) -> int:
         """Add seeds at depth 0; return how many were new."""
-        found = [Found(seed, 0, 0) for seed in seeds]
 
         async def body(conn: Any) -> int:
-            results: list[ResultRow] = []
-            _, _, new = await self._recorder.record(conn, found, now, results)
-            await completion.write_results(conn, results)
-            return new
+            return await completion.enqueue(conn, self._recorder, seeds, now)
 
         return int(await self._call(self._tx(body)))
 
@@ -301,6 +297,12 @@ class PostgresFrontier:
             pages=pages,
             broken=broken,
         )
+
+    async def is_seeded(self) -> bool:
+        return bool(await self._call(self._tx(lambda c: crawls.is_seeded(c, self.crawl_id))))
+
+    async def mark_seeded(self, now: float) -> None:
+        await self._call(self._tx(lambda c: crawls.mark_seeded(c, self.crawl_id, now)))
 
     async def add_elapsed(self, seconds: float) -> None:
         await self._call(self._tx(lambda c: crawls.add_elapsed(c, self.crawl_id, seconds)))

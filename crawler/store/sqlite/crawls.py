@@ -1,4 +1,4 @@
-"""Crawl rows: creating a crawl, finding the one to resume or report on.
+"""Crawl rows: creating a crawl (with its seeds), finding the one to resume or report on.
 
 A database holds any number of crawls; ``crawl`` adds one and never deletes
 another, so a second run keeps the first one's results for comparison.
@@ -8,22 +8,57 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from crawler.errors import UsageError
-from crawler.models import CrawlRecord
+from crawler.models import CrawlRecord, Discovered
 from crawler.store.sqlite.db import atomic
+from crawler.store.sqlite.frontier import Frontier
 
 
-def create(conn: sqlite3.Connection, seeds: list[str], config: dict[str, Any], now: float) -> int:
-    """Start a new crawl; return its id."""
+def create(
+    conn: sqlite3.Connection,
+    seeds: list[str],
+    config: dict[str, Any],
+    now: float,
+    *,
+    enqueue: Sequence[Discovered] = (),
+    seeded: bool = True,
+    max_urls: int | None = None,
+    max_cache_age_s: float | None = None,
+) -> int:
+    """Record a new crawl and enqueue its classified seeds, in one transaction; return its id.
+
+    A crawl is never visible without its seeds: a crash right after this
+    leaves work to resume, not an empty frontier that reads as finished.
+    ``seeded`` False leaves the crawl waiting for its sitemaps (``mark_seeded``).
+    """
     with atomic(conn):
         cur = conn.execute(
-            "INSERT INTO crawl (seeds, config, started_at) VALUES (?, ?, ?)",
-            (json.dumps(seeds), json.dumps(config, sort_keys=True), now),
+            "INSERT INTO crawl (seeds, config, started_at, seeded_at) VALUES (?, ?, ?, ?)",
+            (json.dumps(seeds), json.dumps(config, sort_keys=True), now, now if seeded else None),
         )
-    assert cur.lastrowid is not None
-    return cur.lastrowid
+        assert cur.lastrowid is not None
+        crawl_id = cur.lastrowid
+        if enqueue:
+            frontier = Frontier(conn, crawl_id, max_urls=max_urls, max_cache_age_s=max_cache_age_s)
+            frontier.add_seeds(enqueue, now)
+    return crawl_id
+
+
+def is_seeded(conn: sqlite3.Connection, crawl_id: int) -> bool:
+    """Does the frontier hold everything the crawl starts from (seeds, sitemap pages)?"""
+    row = conn.execute("SELECT seeded_at IS NOT NULL FROM crawl WHERE id = ?", (crawl_id,))
+    return bool(row.fetchone()[0])
+
+
+def mark_seeded(conn: sqlite3.Connection, crawl_id: int, now: float) -> None:
+    """Record that the seeds and the sitemaps' pages are in the frontier."""
+    with atomic(conn):
+        conn.execute(
+            "UPDATE crawl SET seeded_at = COALESCE(seeded_at, ?) WHERE id = ?", (now, crawl_id)
+        )
 
 
 def get(conn: sqlite3.Connection, crawl_id: int | None = None) -> CrawlRecord:

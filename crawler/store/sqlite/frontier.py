@@ -116,13 +116,17 @@ class Frontier:
         before = self._count_urls()
         try:
             with atomic(self._conn):
-                for seed in seeds:
-                    self._upsert(seed, depth=0, hop=0, now=now)
+                self.add_seeds(seeds, now)
         except BaseException:
             self._forget_uncommitted()
             raise
         self._url_count = None
         return self._count_urls() - before
+
+    def add_seeds(self, seeds: Iterable[Discovered], now: float) -> None:
+        """``enqueue``'s work inside a transaction the caller holds (recording a crawl)."""
+        for seed in seeds:
+            self._upsert(seed, depth=0, hop=0, now=now)
 
     def lease(self, owner: str, limit: int, ttl_s: float, now: float) -> list[LeasedUrl]:
         """Lease up to ``limit`` due pending rows, shallowest first.

@@ -97,6 +97,12 @@ class AsyncFrontier:
     async def counts(self) -> Counts:
         return await self._run(self.sync.counts)
 
+    async def is_seeded(self) -> bool:
+        return await self._run(crawls.is_seeded, self._conn, self.crawl_id)
+
+    async def mark_seeded(self, now: float) -> None:
+        await self._run(crawls.mark_seeded, self._conn, self.crawl_id, now)
+
     async def add_elapsed(self, seconds: float) -> None:
         await self._run(crawls.add_elapsed, self._conn, self.crawl_id, seconds)
 
