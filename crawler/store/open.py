@@ -53,7 +53,7 @@ def create_crawl(
     recorded: list[str],
     settings: CrawlSettings,
     *,
-    seeds: Sequence[Discovered],
+    seeds: Sequence[Discovered] = (),
     seeded: bool = True,
     durability: Durability = "normal",
 ) -> FrontierStore:
