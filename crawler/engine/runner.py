@@ -135,14 +135,17 @@ def start(
     settings: CrawlSettings,
     *,
     durability: Durability = "normal",
+    crawl_id: int | None = None,
 ) -> CrawlJob:
-    """Record a new crawl in the database (keeping any earlier ones)."""
+    """Record a new crawl in the database (keeping any earlier ones), as ``crawl_id`` if given."""
     if not raw_seeds:
         raise UsageError("no seed URL given")
     recorded, keys, local_root = prepare_seeds(raw_seeds)
     scope = Scope.build(settings, keys)
     seeds = [scope.classify(key, element="seed", depth=0) for key in keys]
-    store = store_open.create_crawl(db_path, recorded, settings, durability=durability)
+    store = store_open.create_crawl(
+        db_path, recorded, settings, durability=durability, crawl_id=crawl_id
+    )
     return CrawlJob(store, settings, scope, seeds, local_root)
 
 

@@ -51,10 +51,17 @@ def create_crawl(
     settings: CrawlSettings,
     *,
     durability: Durability = "normal",
+    crawl_id: int | None = None,
 ) -> FrontierStore:
-    """Record a new crawl (keeping earlier ones) and return its store."""
+    """Record a new crawl (keeping earlier ones) and return its store.
+
+    ``crawl_id`` (PostgreSQL only) records it under an id reserved beforehand,
+    as the service does for its crawls.
+    """
     if is_postgres_url(db_name):
-        return _postgres(str(db_name), None, settings, seeds)[0]
+        return _postgres(str(db_name), crawl_id, settings, seeds)[0]
+    if crawl_id is not None:
+        raise UsageError("a crawl id can be chosen on PostgreSQL only")
     conn = db.open_database(sqlite_path(db_name), durability=durability)
     try:
         crawl_id = crawls.create(conn, seeds, settings.model_dump(), time.time())
@@ -134,7 +141,9 @@ def _postgres(
         async with pool.acquire() as conn, conn.transaction():
             if seeds is not None:
                 assert settings is not None
-                new_id = await pg_crawls.create(conn, seeds, settings.model_dump(), time.time())
+                new_id = await pg_crawls.create(
+                    conn, seeds, settings.model_dump(), time.time(), crawl_id
+                )
                 return await pg_crawls.get(conn, new_id)
             if crawl_id is not None:
                 return await pg_crawls.get(conn, crawl_id)

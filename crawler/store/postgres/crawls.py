@@ -16,16 +16,20 @@ from crawler.models import CrawlRecord
 _COLUMNS = "id, seeds::text, config::text, state, started_at, finished_at, elapsed_s"
 
 
-async def create(conn: Any, seeds: list[str], config: dict[str, Any], now: float) -> int:
-    """Start a new crawl; return its id."""
-    crawl_id = await conn.fetchval(
-        "INSERT INTO crawl (seeds, config, started_at) VALUES ($1::jsonb, $2::jsonb, $3) "
-        "RETURNING id",
+async def create(
+    conn: Any, seeds: list[str], config: dict[str, Any], now: float, crawl_id: int | None = None
+) -> int:
+    """Start a new crawl; return its id (``crawl_id`` when given: the service's own)."""
+    new_id = await conn.fetchval(
+        "INSERT INTO crawl (id, seeds, config, started_at) "
+        "VALUES (COALESCE($4, nextval(pg_get_serial_sequence('crawl', 'id'))), "
+        "$1::jsonb, $2::jsonb, $3) RETURNING id",
         json.dumps(seeds),
         json.dumps(config, sort_keys=True),
         now,
+        crawl_id,
     )
-    return int(crawl_id)
+    return int(new_id)
 
 
 async def get(conn: Any, crawl_id: int | None = None) -> CrawlRecord:
