@@ -18,6 +18,9 @@ A store answers two groups of questions:
 - one crawl's data: where the engine opens it (``target``), whether a start is
   a resume (``prepare``), a ``snapshot`` of its counters, ``host_totals``,
   ``workers`` and ``load_report``.
+
+``CrawlQueue`` is the worker's side on PostgreSQL: the crawls a ``crawler
+work --service`` process may join, and the state of the one it works on.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from crawler.errors import UsageError
 from crawler.models import Counts
 from crawler.report.model import ReportData
 from crawler.store.open import is_postgres_url
@@ -106,6 +110,25 @@ class ServiceStore(Protocol):
     def describe(self) -> str: ...
 
     async def close(self) -> None: ...
+
+
+class CrawlQueue(Protocol):
+    """The service's crawls as a ``crawler work --service`` process sees them (PostgreSQL)."""
+
+    async def joinable(self) -> list[int]: ...
+
+    async def state(self, crawl_id: int) -> str | None: ...
+
+    async def close(self) -> None: ...
+
+
+async def open_crawl_queue(db: str) -> CrawlQueue:
+    """The crawl queue of the service whose database is ``db`` (PostgreSQL only)."""
+    if not is_postgres_url(db):
+        raise UsageError("`crawler work --service` needs --db postgresql://… (the service's)")
+    from crawler.store.postgres.service_store import PostgresCrawlQueue  # asyncpg when used
+
+    return await PostgresCrawlQueue.open(db)
 
 
 async def open_service_store(db: str | None, data_dir: Path) -> ServiceStore:
