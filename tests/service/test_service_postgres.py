@@ -203,3 +203,25 @@ def test_killed_worker_and_service_lose_nothing_and_repeat_only_their_leases(
     assert {path for _, path in repeated} <= killed_paths, (repeated, killed_paths)
     assert all(extra <= once[key] for key, extra in repeated.items()), repeated
     assert set(counts) - {(m, p) for m, p in counts if p == ROBOTS} <= set(once)
+
+
+def test_deleting_a_crawl_sends_its_remote_workers_away_first(
+    tmp_path: Path, pg_url: str, slow: ThreadedSite
+) -> None:
+    with (
+        ServiceProcess(tmp_path / "data", SERVICE_ARGS, env={"CRAWLER_DB": pg_url}) as svc,
+        WorkerProcess(pg_url, tmp_path) as worker,
+    ):
+        crawl_id = svc.create([slow.url("/")], max_concurrency=1, max_retries=0)["id"]
+        wait_until_sync(
+            lambda: any(w["pid"] == worker.pid for w in svc.crawl(crawl_id)["workers"]),
+            30,
+            0.05,
+            "the remote worker joined",
+        )
+        assert svc.request("DELETE", f"/crawls/{crawl_id}").status == 204
+        assert "crawl_stopped_by_service" in worker.event_names()
+        assert scalar(pg_url, "SELECT count(*) FROM url WHERE crawl_id = $1", crawl_id) == 0
+        assert worker.process is not None
+        assert worker.process.poll() is None  # still there, waiting for the next crawl
+        assert "crawl_work_failed" not in worker.event_names()
