@@ -87,12 +87,8 @@ class CrawlRun:
             self._done = True
 
     async def _execute(self) -> bool:
-        resume = await self._store.prepare(self.crawl_id)
-        orphaned = 0
-        if resume:
-            snap = await self._store.snapshot(self.crawl_id)
-            orphaned = snap.counts.leased if snap is not None else 0
-        job = await asyncio.to_thread(self._open, resume)
+        orphaned = await self._store.prepare(self.crawl_id)
+        job = await asyncio.to_thread(self._open, orphaned is not None)
         self.job = job
         if orphaned:
             self._metrics.lease_expiries.inc(orphaned)

@@ -115,9 +115,10 @@ class ServiceStore(Protocol):
         """Where the runner opens or records the crawl."""
         ...
 
-    async def prepare(self, crawl_id: int) -> bool:
-        """True: resume the recorded crawl. False: start it afresh; any half-created
-        data a kill left (no crawl row, or no seeds in its frontier) is removed first."""
+    async def prepare(self, crawl_id: int) -> int | None:
+        """None: start the crawl afresh; any half-created data a kill left (no crawl
+        row, or no seeds in its frontier) is removed first. A number: resume the
+        recorded crawl, where that many leases are held by dead processes."""
         ...
 
     async def snapshot(self, crawl_id: int) -> Snapshot | None:

@@ -65,7 +65,7 @@ def test_workers_join_seeded_running_crawls_the_least_staffed_first(pg_url: str)
     assert state == "running"
 
 
-async def _prepare(pg_url: str, crawl_id: int) -> tuple[bool, object]:
+async def _prepare(pg_url: str, crawl_id: int) -> tuple[int | None, object]:
     store = await PostgresServiceStore.open(pg_url)
     try:
         return await store.prepare(crawl_id), await store.snapshot(crawl_id)
@@ -77,8 +77,8 @@ def test_prepare_resumes_a_seeded_crawl_and_clears_one_a_kill_left_empty(pg_url:
     seeded, empty, never = asyncio.run(_entries(pg_url, 3))
     _record_crawl(pg_url, seeded, seeded=True)
     _record_crawl(pg_url, empty, seeded=False)
-    resume, snapshot = asyncio.run(_prepare(pg_url, seeded))
-    assert resume is True
+    orphaned, snapshot = asyncio.run(_prepare(pg_url, seeded))
+    assert orphaned == 0  # resumed; no lease held
     assert snapshot is not None
-    assert asyncio.run(_prepare(pg_url, empty)) == (False, None)  # crawl row removed
-    assert asyncio.run(_prepare(pg_url, never)) == (False, None)
+    assert asyncio.run(_prepare(pg_url, empty)) == (None, None)  # crawl row removed
+    assert asyncio.run(_prepare(pg_url, never)) == (None, None)

@@ -17,10 +17,13 @@ Both run on the caller's event loop with a small pool of their own.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
+from crawler.config import DEFAULT_LEASE_TTL_S
 from crawler.errors import UsageError
 from crawler.report.model import ReportData
+from crawler.store import liveness
 from crawler.store.postgres import report as pg_report
 from crawler.store.postgres import schema
 from crawler.store.postgres.frontier import read_counts
@@ -151,21 +154,23 @@ class PostgresServiceStore:
     def target(self, crawl_id: int) -> CrawlTarget:
         return CrawlTarget(self.dsn, crawl_id)
 
-    async def prepare(self, crawl_id: int) -> bool:
-        """Resume (True) a crawl with a frontier; else clear what a kill left, start afresh."""
+    async def prepare(self, crawl_id: int) -> int | None:
+        """Resume a crawl with a frontier (counting dead workers' leases); else clear
+        what a kill left and start afresh (None)."""
 
-        async def body(conn: Any) -> bool:
+        async def body(conn: Any) -> int | None:
             recorded = await conn.fetchval("SELECT state FROM crawl WHERE id = $1", crawl_id)
             if recorded is None:
-                return False
-            if await conn.fetchval(
+                return None
+            if not await conn.fetchval(
                 "SELECT EXISTS (SELECT 1 FROM url WHERE crawl_id = $1)", crawl_id
             ):
-                return True
-            await _delete_crawl_rows(conn, crawl_id)  # killed before its seeds were enqueued
-            return False
+                await _delete_crawl_rows(conn, crawl_id)  # killed before its seeds were enqueued
+                return None
+            return await _dead_leases(conn, crawl_id)
 
-        return bool(await self._tx(body))
+        result = await self._tx(body)
+        return None if result is None else int(result)
 
     async def snapshot(self, crawl_id: int) -> Snapshot | None:
         async with self._pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
@@ -226,6 +231,27 @@ class PostgresCrawlQueue:
 
     async def close(self) -> None:
         await self._pool.close()
+
+
+async def _dead_leases(conn: Any, crawl_id: int) -> int:
+    """Leases held by owners with no worker row, or whose worker is dead (``liveness``)."""
+    held = await conn.fetch(
+        "SELECT lease_owner, count(*) FROM url WHERE crawl_id = $1 AND state = 1 "
+        "GROUP BY lease_owner",
+        crawl_id,
+    )
+    workers = await conn.fetch(
+        "SELECT token, pid, hostname, heartbeat_at FROM worker WHERE crawl_id = $1", crawl_id
+    )
+    ttl = await conn.fetchval(
+        "SELECT COALESCE((config->>'lease_ttl_s')::double precision, $2) FROM crawl WHERE id = $1",
+        crawl_id,
+        DEFAULT_LEASE_TTL_S,
+    )
+    live = {row[0] for row in workers} - set(
+        liveness.dead_workers(workers, time.time(), 2 * float(ttl))
+    )
+    return sum(int(count) for owner, count in held if owner not in live)
 
 
 async def _delete_crawl_rows(conn: Any, crawl_id: int) -> None:

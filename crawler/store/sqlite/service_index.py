@@ -198,7 +198,7 @@ class SqliteServiceStore:
     def target(self, crawl_id: int) -> CrawlTarget:
         return CrawlTarget(self.path_of(crawl_id), None)
 
-    async def prepare(self, crawl_id: int) -> bool:
+    async def prepare(self, crawl_id: int) -> int | None:
         return await asyncio.to_thread(_prepare, self.path_of(crawl_id))
 
     async def snapshot(self, crawl_id: int) -> Snapshot | None:
@@ -240,11 +240,12 @@ def remove_crawl_files(path: Path) -> None:
             file.unlink()
 
 
-def _prepare(path: Path) -> bool:
-    """Resume the crawl in ``path`` (True), or start afresh (False) when a kill left it
+def _prepare(path: Path) -> int | None:
+    """Resume the crawl in ``path`` (its leases, all a dead process's: no other process
+    works on a service's crawl file), or start afresh (None) when a kill left it
     half-created: no crawl row, or a crawl whose seeds never reached the frontier."""
     if not path.exists():
-        return False
+        return None
     conn = db.open_database(path)
     try:
         record = crawls.get(conn)
@@ -254,9 +255,9 @@ def _prepare(path: Path) -> bool:
     finally:
         conn.close()
     if counts is not None and counts.pending + counts.leased + counts.done > 0:
-        return True
+        return counts.leased
     remove_crawl_files(path)
-    return False
+    return None
 
 
 def _writable(directory: Path) -> None:
