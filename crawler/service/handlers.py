@@ -19,7 +19,15 @@ from crawler.service.config import MAX_BODY_BYTES
 from crawler.service.manager import ConflictError, CrawlNotFoundError, QueueFullError
 from crawler.service.metrics import CONTENT_TYPE
 from crawler.service.safety import guard_settings, redact_settings
-from crawler.service.schemas import CrawlCreate, CrawlList, CrawlView, ErrorDetail, Health, Ready
+from crawler.service.schemas import (
+    CrawlCreate,
+    CrawlList,
+    CrawlView,
+    ErrorDetail,
+    Health,
+    Ready,
+    WorkerList,
+)
 from crawler.service.state import OPENAPI, SERVICE, ApiError, Service
 from crawler.store.service import Entry
 
@@ -153,6 +161,19 @@ async def _read_json_body(request: web.Request) -> bytes:
 async def get_crawl(request: web.Request) -> web.Response:
     service = _service(request)
     return _json(await crawl_view(service, _entry(service, _crawl_id(request))))
+
+
+async def crawl_workers(request: web.Request) -> web.Response:
+    service = _service(request)
+    entry = _entry(service, _crawl_id(request))
+    manager = service.manager
+    return _json(
+        WorkerList(
+            crawl_id=entry.id,
+            state=manager.shown_state(entry),  # type: ignore[arg-type]  # one of CrawlState
+            workers=manager.workers(entry),
+        )
+    )
 
 
 async def delete_crawl(request: web.Request) -> web.Response:

@@ -136,6 +136,14 @@ class CrawlView(BaseModel):
     report_url: str
 
 
+class WorkerList(BaseModel):
+    """Body of ``GET /crawls/{crawl_id}/workers``."""
+
+    crawl_id: int
+    state: CrawlState
+    workers: list[WorkerView]
+
+
 class CrawlList(BaseModel):
     """Body of ``GET /crawls``: newest first."""
 

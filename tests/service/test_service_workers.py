@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
 
 from crawler.cli import main as cli
+from crawler.service import openapi
 from crawler.service.progress import WORKER_ID_CHARS, WorkerTracker
 from crawler.store.service import WorkerRow
+
+from kit.serve_site import ThreadedSite
+from kit.servicekit import ServiceProcess
+from kit.sitekit import wait_until_sync
 
 
 def _row(token: str, urls: int, pages: int) -> WorkerRow:
@@ -45,3 +52,26 @@ def test_work_service_takes_no_crawl_id(capsys: pytest.CaptureFixture[str]) -> N
 def test_work_service_exits_when_idle_if_asked(pg_url: str) -> None:
     code = cli.main(["work", "--service", "--exit-when-idle", "--db", pg_url, "--no-progress"])
     assert code == 0
+
+
+def test_the_workers_route_lists_the_engine_of_a_running_crawl(
+    service: ServiceProcess, slow: ThreadedSite
+) -> None:
+    crawl_id = service.create([slow.url("/")], max_concurrency=1, max_retries=0)["id"]
+    try:
+
+        def counted() -> list[dict[str, Any]]:
+            answer = service.get(f"/crawls/{crawl_id}/workers")
+            assert answer.status == 200, answer.body
+            workers: list[dict[str, Any]] = answer.json()["workers"]
+            return [w for w in workers if w["crawled"] > 0]
+
+        (worker,) = wait_until_sync(counted, 30, 0.05, "the service's engine counted")
+        assert service.process is not None
+        assert worker["pid"] == service.process.pid
+        document = openapi.document()
+        schema = {"$ref": "#/components/schemas/WorkerView", "components": document["components"]}
+        jsonschema.validate(worker, schema, cls=jsonschema.Draft202012Validator)
+    finally:
+        assert service.request("DELETE", f"/crawls/{crawl_id}").status == 204
+    assert service.get(f"/crawls/{crawl_id}/workers").status == 404
