@@ -21,6 +21,7 @@ from typing import NoReturn
 from crawler import __version__, aio, log, report
 from crawler.cli import options
 from crawler.config import CrawlSettings, RunOptions
+from crawler.engine import joiner as joiner_mod
 from crawler.engine import runner, workers
 from crawler.errors import CrawlerError, DatabaseFailedError, DiskFullError, UsageError
 from crawler.service import command as service_cli
@@ -63,6 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
     work = commands.add_parser("work", help="join a running crawl as one more worker process")
     work.add_argument(
         "--crawl", type=int, dest="crawl_id", help="crawl id (default: latest unfinished)"
+    )
+    work.add_argument(
+        "--service",
+        action="store_true",
+        help="join the running crawls of `crawler serve` on this PostgreSQL --db, one after "
+        "another, leaving each when it finishes or is paused, cancelled or deleted",
+    )
+    work.add_argument(
+        "--exit-when-idle",
+        action="store_true",
+        help="with --service: exit when no crawl is running (default: wait for the next one)",
     )
     _add_config(work)
     options.add_arguments(work, "run")
@@ -138,6 +150,10 @@ def _resume(args: argparse.Namespace, run: RunOptions) -> int:
 
 
 def _work(args: argparse.Namespace, run: RunOptions) -> int:
+    if args.service:
+        if args.crawl_id is not None:
+            raise UsageError("--service joins whichever crawls run; leave out --crawl")
+        return _join_service(run, exit_when_idle=args.exit_when_idle)
     job, record = runner.open_existing(run.db, args.crawl_id, durability=run.durability)
     job.records_elapsed = False
     if record.state == "finished":
@@ -148,6 +164,35 @@ def _work(args: argparse.Namespace, run: RunOptions) -> int:
     finally:
         job.close()
     if finished:
+        return EXIT_OK
+    return EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT
+
+
+def _join_service(run: RunOptions, *, exit_when_idle: bool) -> int:
+    """``crawler work --service``: join the service's crawls until a signal (or idle)."""
+
+    async def serve() -> int | None:
+        joiner = joiner_mod.Joiner(run, exit_when_idle=exit_when_idle)
+        received: list[int] = []
+        loop = asyncio.get_running_loop()
+
+        def on_signal(signum: int) -> None:
+            if received:  # a second signal: stop at once; leases expire or are reclaimed
+                os._exit(EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT)
+            received.append(signum)
+            joiner.stop()
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, on_signal, signum)
+        try:
+            await joiner.serve()
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+        return received[0] if received else None
+
+    signum = aio.run(serve())
+    if signum is None:
         return EXIT_OK
     return EXIT_SIGTERM if signum == signal.SIGTERM else EXIT_SIGINT
 

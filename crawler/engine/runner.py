@@ -145,8 +145,9 @@ def start(
     settings: CrawlSettings,
     *,
     durability: Durability = "normal",
+    crawl_id: int | None = None,
 ) -> CrawlJob:
-    """Record a new crawl in the database (keeping any earlier ones)."""
+    """Record a new crawl in the database (keeping any earlier ones), as ``crawl_id`` if given."""
     if not raw_seeds:
         raise UsageError("no seed URL given")
     recorded, keys, local_root = prepare_seeds(raw_seeds)
@@ -160,6 +161,7 @@ def start(
         seeds=seeds,
         seeded=not wants_sitemaps(settings),
         durability=durability,
+        crawl_id=crawl_id,
     )
     return CrawlJob(store, settings, scope, seeds, local_root)
 

@@ -9,9 +9,11 @@ Architecture, outside in (each module owns one thing):
 - ``schemas``: pydantic request and response bodies.
 - ``manager``: crawl states, the queue, at most ``--max-running`` at once,
   resume after a restart. ``runs``: one crawl's run (``crawler.runner``).
-- ``index``: ``DATA/service.db``, the list of crawls and their states; each
-  crawl's results are in ``DATA/crawls/<id>.db``. ``reads``: read-only queries
-  on those files. ``progress``: live counters. ``metrics``: Prometheus.
+- storage is a ``crawler.store.service.ServiceStore``: SQLite files
+  (``DATA/service.db`` and ``DATA/crawls/<id>.db``), or one PostgreSQL
+  database (``--db``) whose running crawls ``crawler work --service``
+  processes join. ``progress``: live counters and per-worker rates.
+  ``metrics``: Prometheus.
 - ``safety``: private-address and credential rules, token comparison.
 - ``config``: the service's own settings.
 """

@@ -95,7 +95,7 @@ async def serve(config: ServiceConfig) -> None:
             "service_listening",
             host=host,
             port=port,
-            data_dir=str(config.data_dir),
+            storage=app[SERVICE].manager.store.describe(),
             max_running=config.max_running,
             token=config.token is not None,
         )

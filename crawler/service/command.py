@@ -70,6 +70,13 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         f"[{env['data_dir']}]",
     )
     parser.add_argument(
+        "--db",
+        metavar="URL",
+        help="postgresql://user@host/dbname: keep the index and the crawls in PostgreSQL, "
+        "where `crawler work --service --db URL` processes on other machines join them "
+        f"(default: SQLite files under the data directory) [{env['db']}]",
+    )
+    parser.add_argument(
         "--token",
         help="bearer token for POST and DELETE; prefer the environment variable, "
         f"flags show in `ps` [{env['token']}]",
@@ -121,7 +128,8 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         config = service_config.resolve(flags)
         _check_safe(config)
-        config.crawls_dir.mkdir(parents=True, exist_ok=True)
+        if config.db is None:
+            config.crawls_dir.mkdir(parents=True, exist_ok=True)
     except UsageError as exc:
         print(f"crawler: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -36,6 +36,7 @@ ENVIRONMENT = {
     "host": "CRAWLER_HOST",
     "port": "CRAWLER_PORT",
     "data_dir": "CRAWLER_DATA_DIR",
+    "db": "CRAWLER_DB",
     "token": "CRAWLER_TOKEN",
     "max_running": "CRAWLER_MAX_RUNNING",
     "allow_private": "CRAWLER_ALLOW_PRIVATE",
@@ -54,6 +55,11 @@ class ServiceConfig(BaseModel):
     host: str = Field(default=DEFAULT_HOST, min_length=1)
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
     data_dir: Path = Path(DEFAULT_DATA_DIR)
+    db: str | None = Field(
+        default=None,
+        description="postgresql://… keeps the index and the crawls in PostgreSQL; "
+        "unset: SQLite files under data_dir",
+    )
     token: str | None = None
     max_running: int = Field(default=DEFAULT_MAX_RUNNING, ge=1, le=64)
     allow_private: bool = False
@@ -77,6 +83,15 @@ class ServiceConfig(BaseModel):
         for entry in entries:
             ipaddress.ip_network(entry.strip(), strict=False)  # ValueError names it
         return entries
+
+    @pydantic.field_validator("db")
+    @classmethod
+    def _postgres_only(cls, db: str | None) -> str | None:
+        if db is None or db == "":
+            return None
+        if not db.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL (SQLite needs no --db: --data-dir)")
+        return db
 
     @property
     def crawls_dir(self) -> Path:

@@ -1,31 +1,35 @@
 """The JSON API and the operations endpoints: one small function per route.
 
 Handlers validate input with the ``schemas`` models, ask the ``CrawlManager``,
-and answer with a model; every failure is an ``ApiError``. Reading a report is
-blocking SQLite work and runs in a thread.
+and answer with a model; every failure is an ``ApiError``. Reports and
+readiness are read through the manager's ``ServiceStore``, whichever backend
+it is.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-import os
-import tempfile
 
 import pydantic
 from aiohttp import web
 
 from crawler import report
 from crawler.config import CrawlSettings
-from crawler.errors import UsageError
 from crawler.service.config import MAX_BODY_BYTES
 from crawler.service.manager import ConflictError, CrawlNotFoundError, QueueFullError
 from crawler.service.metrics import CONTENT_TYPE
 from crawler.service.safety import guard_settings, redact_settings
-from crawler.service.schemas import CrawlCreate, CrawlList, CrawlView, ErrorDetail, Health, Ready
+from crawler.service.schemas import (
+    CrawlCreate,
+    CrawlList,
+    CrawlView,
+    ErrorDetail,
+    Health,
+    Ready,
+    WorkerList,
+)
 from crawler.service.state import OPENAPI, SERVICE, ApiError, Service
-from crawler.store.sqlite import reads
-from crawler.store.sqlite.service_index import Entry
+from crawler.store.service import Entry
 
 MEDIA_TYPES = {
     "json": "application/json",
@@ -86,6 +90,7 @@ async def crawl_view(service: Service, entry: Entry) -> CrawlView:
         queue_position=manager.queue_position(entry),
         error=entry.error,
         progress=await manager.progress(entry),
+        workers=manager.workers(entry),
         report_url=f"/crawls/{entry.id}/report",
     )
 
@@ -158,6 +163,19 @@ async def get_crawl(request: web.Request) -> web.Response:
     return _json(await crawl_view(service, _entry(service, _crawl_id(request))))
 
 
+async def crawl_workers(request: web.Request) -> web.Response:
+    service = _service(request)
+    entry = _entry(service, _crawl_id(request))
+    manager = service.manager
+    return _json(
+        WorkerList(
+            crawl_id=entry.id,
+            state=manager.shown_state(entry),  # type: ignore[arg-type]  # one of CrawlState
+            workers=manager.workers(entry),
+        )
+    )
+
+
 async def delete_crawl(request: web.Request) -> web.Response:
     service = _service(request)
     entry = _entry(service, _crawl_id(request))
@@ -205,13 +223,10 @@ async def crawl_report(request: web.Request) -> web.Response:
             f"invalid format {fmt[:40]!r}: choose from {', '.join(report.FORMATS)}",
             field="format",
         )
-    path = service.manager.path_of(entry.id)
-    if not path.exists():
+    data = await service.manager.store.load_report(entry.id, fmt)
+    if data is None:
         raise ApiError(409, f"crawl {entry.id} has not started yet; no report")
-    try:
-        text = report.render(await asyncio.to_thread(reads.load_report, path, fmt), fmt)
-    except UsageError as exc:  # created a moment ago: no crawl row yet
-        raise ApiError(409, f"crawl {entry.id}: no report yet ({exc})") from None
+    text = report.render(data, fmt)
     return web.Response(text=text, content_type=media_type(fmt), charset="utf-8")
 
 
@@ -225,24 +240,14 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     service = _service(request)
     checks: dict[str, str] = {}
-    checks["data_dir"] = await asyncio.to_thread(_writable, service.config.crawls_dir)
     try:
-        await service.manager.index.ping()
-        checks["index"] = "ok"
+        await service.manager.store.ping()
+        checks["storage"] = "ok"
     except Exception as exc:
-        checks["index"] = f"cannot read {service.config.index_path.name}: {exc}"
+        checks["storage"] = f"cannot use {service.manager.store.describe()}: {exc}"
     checks["accepting"] = "shutting down" if service.stopping else "ok"
     ready = all(value == "ok" for value in checks.values())
     return _json(Ready(ready=ready, checks=checks), 200 if ready else 503)
-
-
-def _writable(directory: os.PathLike[str]) -> str:
-    try:
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".ready-"):
-            pass
-    except OSError as exc:
-        return f"not writable: {exc.strerror or exc}"
-    return "ok"
 
 
 async def metrics(request: web.Request) -> web.Response:

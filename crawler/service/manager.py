@@ -17,6 +17,12 @@ Architecture:
 
 Every crawl's task binds ``crawl_id`` to structlog's context, so each log
 line of that crawl (engine's included) carries it.
+
+Storage is a ``crawler.store.service.ServiceStore``: SQLite files under the
+data directory, or one PostgreSQL database (``--db``), where ``crawler work``
+processes on other machines join the running crawls and leave them when
+their state here stops being running (pause, cancel, delete). A delete waits
+for them to leave before it removes the crawl's rows.
 """
 
 from __future__ import annotations
@@ -25,7 +31,6 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -33,15 +38,16 @@ import structlog
 from crawler.service.config import MAX_QUEUED, ServiceConfig
 from crawler.service.metrics import ServiceMetrics
 from crawler.service.progress import ZERO_COUNTS, settled
-from crawler.service.runs import CrawlRun, remove_crawl_files
-from crawler.service.schemas import Progress
-from crawler.store.sqlite import reads
-from crawler.store.sqlite.service_index import AsyncIndex, Entry
+from crawler.service.runs import CrawlRun
+from crawler.service.schemas import Progress, WorkerView
+from crawler.store import liveness
+from crawler.store.service import Entry, ServiceStore, open_service_store
 
 log = structlog.get_logger(__name__)
 
 SAMPLE_EVERY_S = 0.5
 STOP_GRACE_S = 5.0  # beyond the engine's shutdown timeout, before a run is cancelled
+WORKERS_GONE_POLL_S = 0.2
 STATES = ("queued", "running", "paused", "cancelled", "finished", "failed", "deleting")
 
 
@@ -76,7 +82,7 @@ class CrawlManager:
 
     config: ServiceConfig
     metrics: ServiceMetrics
-    _index: AsyncIndex | None = None
+    _store: ServiceStore | None = None
     _entries: dict[int, Entry] = field(default_factory=dict)
     _running: dict[int, _Running] = field(default_factory=dict)
     _settled: dict[int, _Settled] = field(default_factory=dict)
@@ -86,9 +92,8 @@ class CrawlManager:
     # -- lifecycle -------------------------------------------------------------
 
     async def open(self) -> None:
-        self.config.crawls_dir.mkdir(parents=True, exist_ok=True)
-        self._index = await AsyncIndex.open(self.config.index_path)
-        for entry in await self._index.entries():
+        self._store = await open_service_store(self.config.db, self.config.data_dir)
+        for entry in await self._store.entries():
             self._entries[entry.id] = entry
         for entry in list(self._entries.values()):
             if entry.state == "deleting":
@@ -124,13 +129,13 @@ class CrawlManager:
         if self._sampler is not None:
             self._sampler.cancel()
             await asyncio.gather(self._sampler, return_exceptions=True)
-        if self._index is not None:
-            await asyncio.to_thread(self._index.close)
+        if self._store is not None:
+            await self._store.close()
 
     @property
-    def index(self) -> AsyncIndex:
-        assert self._index is not None, "CrawlManager.open() first"
-        return self._index
+    def store(self) -> ServiceStore:
+        assert self._store is not None, "CrawlManager.open() first"
+        return self._store
 
     # -- reading -----------------------------------------------------------------
 
@@ -170,8 +175,10 @@ class CrawlManager:
         key = (entry.queued_at, entry.id)
         return 1 + sum(1 for e in self._queue() if (e.queued_at, e.id) < key)
 
-    def path_of(self, crawl_id: int) -> Path:
-        return self.config.crawls_dir / f"{crawl_id}.db"
+    def workers(self, entry: Entry) -> list[WorkerView]:
+        """The workers of a running crawl with their rates; none when it is not running."""
+        running = self._running.get(entry.id)
+        return [] if running is None else running.run.workers.views()
 
     async def progress(self, entry: Entry) -> Progress:
         running = self._running.get(entry.id)
@@ -180,16 +187,14 @@ class CrawlManager:
         cached = self._settled.get(entry.id)
         if cached is not None and cached.state == entry.state:
             return cached.progress
-        path = self.path_of(entry.id)
-        if not path.exists():
-            progress = settled(ZERO_COUNTS, 0.0)
-        else:
-            try:
-                snap = await asyncio.to_thread(reads.snapshot, path)
-            except Exception as exc:  # a damaged file must not break the listing
-                log.warning("progress_unreadable", crawl_id=entry.id, error=str(exc))
-                return settled(ZERO_COUNTS, 0.0)
-            progress = settled(snap.counts, snap.elapsed_s)
+        try:
+            snap = await self.store.snapshot(entry.id)
+        except Exception as exc:  # a damaged crawl must not break the listing
+            log.warning("progress_unreadable", crawl_id=entry.id, error=str(exc))
+            return settled(ZERO_COUNTS, 0.0)
+        progress = (
+            settled(ZERO_COUNTS, 0.0) if snap is None else settled(snap.counts, snap.elapsed_s)
+        )
         self._settled[entry.id] = _Settled(entry.state, progress)
         return progress
 
@@ -198,7 +203,7 @@ class CrawlManager:
     async def create(self, seeds: list[str], settings: dict[str, Any]) -> Entry:
         if self.count("queued") >= MAX_QUEUED:
             raise QueueFullError(f"{MAX_QUEUED} crawls are queued already")
-        entry = await self.index.insert(seeds, settings, time.time())
+        entry = await self.store.insert(seeds, settings, time.time())
         self._entries[entry.id] = entry
         log.info("crawl_created", crawl_id=entry.id, seeds=len(seeds))
         self._kick()
@@ -252,7 +257,7 @@ class CrawlManager:
     async def _set(self, entry: Entry, state: str) -> None:
         entry.state = state
         self._settled.pop(entry.id, None)
-        await self.index.update(entry)
+        await self.store.update(entry)
 
     def _stop_run(self, crawl_id: int) -> None:
         running = self._running.get(crawl_id)
@@ -268,11 +273,24 @@ class CrawlManager:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _finish_delete(self, entry: Entry) -> None:
-        await asyncio.to_thread(remove_crawl_files, self.path_of(entry.id))
-        await self.index.delete(entry.id)
+        await self._workers_gone(entry.id)
+        await self.store.delete(entry.id)
         self._entries.pop(entry.id, None)
         self._settled.pop(entry.id, None)
         log.info("crawl_deleted", crawl_id=entry.id)
+
+    async def _workers_gone(self, crawl_id: int) -> None:
+        """Wait (bounded) until no live worker holds the crawl: remote ones see 'deleting'."""
+        deadline = time.monotonic() + self.config.shutdown_timeout_s + STOP_GRACE_S
+        while time.monotonic() < deadline:
+            rows = await self.store.workers(crawl_id)
+            now = time.time()
+            stale_after_s = 2 * max(float(self.get(crawl_id).settings.get("lease_ttl_s", 60)), 1)
+            raw = [(w.token, w.pid, w.hostname, w.heartbeat_at) for w in rows]
+            if len(liveness.dead_workers(raw, now, stale_after_s)) == len(raw):
+                return
+            await asyncio.sleep(WORKERS_GONE_POLL_S)
+        log.warning("crawl_workers_still_running", crawl_id=crawl_id)
 
     def _queue(self) -> list[Entry]:
         """Queued crawls, oldest first (those resumed at start kept their old place)."""
@@ -289,7 +307,8 @@ class CrawlManager:
             if len(self._running) >= self.config.max_running:
                 return
             run = CrawlRun(
-                self.path_of(entry.id),
+                self.store,
+                entry.id,
                 entry.seeds,
                 entry.settings,
                 self.metrics,
@@ -307,7 +326,7 @@ class CrawlManager:
         structlog.contextvars.bind_contextvars(crawl_id=entry.id)
         finished = False
         try:
-            await self.index.update(entry)
+            await self.store.update(entry)
             log.info("crawl_started", resumed=resumed)
             finished = await running.run.execute()
         except asyncio.CancelledError:
@@ -332,7 +351,7 @@ class CrawlManager:
             log.info("crawl_stopped", state=entry.state)
         if entry.state != "deleting":
             with contextlib.suppress(Exception):
-                await self.index.update(entry)
+                await self.store.update(entry)
         self._kick()
 
     async def _sample_loop(self) -> None:

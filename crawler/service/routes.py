@@ -21,6 +21,7 @@ from crawler.service.schemas import (
     Health,
     Ready,
     ReportDocument,
+    WorkerList,
 )
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -147,6 +148,17 @@ ROUTES: tuple[Route, ...] = (
         "Stop a crawl if it runs, and delete it with its data",
         "crawls",
         (Answer(204, "deleted"), UNAUTHORIZED, FORBIDDEN, NOT_FOUND, CONFLICT),
+        (CRAWL_ID,),
+    ),
+    Route(
+        "GET",
+        "/crawls/{crawl_id}/workers",
+        handlers.crawl_workers,
+        "crawl_workers",
+        "The processes working on a running crawl, with their rates (on PostgreSQL "
+        "`crawler work --service` processes on other machines too)",
+        "crawls",
+        (Answer(200, "the crawl's workers; none unless it runs", WorkerList), NOT_FOUND),
         (CRAWL_ID,),
     ),
     _transition("pause", handlers.pause_crawl, "Pause a queued or running crawl"),

@@ -6,10 +6,16 @@ The crawl itself is ``runner``'s: ``runner.start`` for a new crawl,
 gives its leases back). ``CrawlRun`` adds what a long-lived process needs:
 
 - a stop asked for before the engine exists is delivered once it does;
-- a crawl file left half-created by a kill (crawl row or seeds missing) is
-  started afresh rather than resumed into an empty crawl;
-- samples for live progress and metrics, read on separate read-only
-  connections so they never wait for the crawl's writer.
+- a crawl left half-created by a kill (crawl row or seeds missing) is
+  started afresh rather than resumed into an empty crawl (``store.prepare``);
+- once the frontier holds the seeds, the store is told (``mark_seeded``), so
+  ``crawler work`` processes on PostgreSQL may join;
+- samples for live progress, per-worker rates and metrics, read through the
+  ``ServiceStore`` on connections of their own, so they never wait for the
+  crawl's writer.
+
+Which backend holds the crawl is the store's business: the run asks it for
+the ``CrawlTarget`` to hand the runner.
 """
 
 from __future__ import annotations
@@ -17,17 +23,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from pathlib import Path
 from typing import Any
 
 import structlog
 
 from crawler.config import CrawlSettings
 from crawler.engine import runner
-from crawler.errors import ForeignDatabaseError, UsageError
 from crawler.service.metrics import ServiceMetrics, host_deltas
-from crawler.service.progress import RunTracker
-from crawler.store.sqlite import reads
+from crawler.service.progress import RunTracker, WorkerTracker
+from crawler.store.service import ServiceStore
 
 log = structlog.get_logger(__name__)
 
@@ -37,36 +41,28 @@ SAMPLE_COST_FACTOR = 20  # a sample may take at most 1/20 of the time between sa
 STOP_POLL_S = 0.01
 
 
-def crawl_files(path: Path) -> list[Path]:
-    """The database and its WAL and shared-memory files."""
-    return [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
-
-
-def remove_crawl_files(path: Path) -> None:
-    for file in crawl_files(path):
-        with contextlib.suppress(FileNotFoundError):
-            file.unlink()
-
-
 class CrawlRun:
     """Drives one crawl until it finishes or is stopped; see the module docstring."""
 
     def __init__(
         self,
-        path: Path,
+        store: ServiceStore,
+        crawl_id: int,
         seeds: list[str],
         settings: dict[str, Any],
         metrics: ServiceMetrics,
         *,
         shutdown_timeout_s: float,
     ) -> None:
-        self.path = path
+        self._store = store
+        self.crawl_id = crawl_id
         self._seeds = seeds
         self._settings = settings
         self._metrics = metrics
         self._shutdown_timeout_s = shutdown_timeout_s
         self.job: runner.CrawlJob | None = None
         self.tracker = RunTracker()
+        self.workers = WorkerTracker()
         self._stop_requested = False
         self._run_task: asyncio.Task[bool] | None = None
         self._stopper: asyncio.Task[None] | None = None
@@ -75,6 +71,7 @@ class CrawlRun:
         self._next_counts_at = 0.0
         self._next_hosts_at = 0.0
         self._sampling = asyncio.Lock()
+        self._seeded: list[asyncio.Task[None]] = []
         self._done = False
 
     @property
@@ -90,13 +87,16 @@ class CrawlRun:
             self._done = True
 
     async def _execute(self) -> bool:
-        job, orphaned = await asyncio.to_thread(self._open)
+        orphaned = await self._store.prepare(self.crawl_id)
+        job = await asyncio.to_thread(self._open, orphaned is not None)
         self.job = job
         if orphaned:
             self._metrics.lease_expiries.inc(orphaned)
             log.info("leases_orphaned", leases=orphaned)
+        loop = asyncio.get_running_loop()
+        job.on_seeded = lambda: self._seeded.append(loop.create_task(self._mark_seeded()))
         try:
-            self._hosts = await asyncio.to_thread(reads.host_totals, self.path)
+            self._hosts = await self._store.host_totals(self.crawl_id)
             if self._stop_requested:
                 return False
             self._run_task = asyncio.create_task(
@@ -106,7 +106,11 @@ class CrawlRun:
         finally:
             with contextlib.suppress(Exception):
                 await self.sample(final=True)
+            await asyncio.gather(*self._seeded, return_exceptions=True)
             await asyncio.to_thread(job.close)
+
+    async def _mark_seeded(self) -> None:
+        await self._store.mark_seeded(self.crawl_id, time.time())
 
     def stop(self) -> None:
         """Ask for a graceful stop, now or as soon as the engine exists."""
@@ -124,23 +128,14 @@ class CrawlRun:
             await asyncio.sleep(STOP_POLL_S)
         self.job.stop()
 
-    def _open(self) -> tuple[runner.CrawlJob, int]:
-        """The job, and how many leases a dead process left behind in it."""
+    def _open(self, resume: bool) -> runner.CrawlJob:
+        """The job: the recorded crawl, or a new one under the service's id."""
+        target = self._store.target(self.crawl_id)
+        if resume:
+            job, _ = runner.open_existing(target.db, target.crawl_id)
+            return job
         settings = CrawlSettings.model_validate(self._settings)
-        if self.path.exists():
-            try:
-                job, _ = runner.open_existing(self.path)
-            except ForeignDatabaseError:
-                raise
-            except UsageError:  # killed after creating the file, before recording the crawl
-                remove_crawl_files(self.path)
-            else:
-                counts = reads.counts(self.path)
-                if counts.pending + counts.leased + counts.done > 0:
-                    return job, counts.leased
-                job.close()  # killed before its seeds were enqueued
-                remove_crawl_files(self.path)
-        return runner.start(self.path, self._seeds, settings), 0
+        return runner.start(target.db, self._seeds, settings, crawl_id=target.crawl_id)
 
     async def sample(self, *, final: bool = False) -> None:
         """Refresh progress and metrics when due (always when ``final``)."""
@@ -151,13 +146,16 @@ class CrawlRun:
             now = time.monotonic()
             if final or now >= self._next_counts_at:
                 started = time.monotonic()
-                counts = await asyncio.to_thread(reads.counts, self.path)
+                snap = await self._store.snapshot(self.crawl_id)
+                workers = await self._store.workers(self.crawl_id)
                 cost = time.monotonic() - started
-                self.tracker.observe(counts, time.monotonic())
+                if snap is not None:
+                    self.tracker.observe(snap.counts, time.monotonic())
+                self.workers.observe(workers, time.monotonic())
                 self._next_counts_at = now + max(COUNTS_EVERY_S, cost * SAMPLE_COST_FACTOR)
             if final or now >= self._next_hosts_at:
                 started = time.monotonic()
-                totals = await asyncio.to_thread(reads.host_totals, self.path)
+                totals = await self._store.host_totals(self.crawl_id)
                 cost = time.monotonic() - started
                 self._metrics.add_host_totals(host_deltas(self._hosts, totals))
                 self._hosts = totals

@@ -102,6 +102,20 @@ class Progress(BaseModel):
     )
 
 
+class WorkerView(BaseModel):
+    """One process working on a running crawl: the service's own, or a `crawler work`."""
+
+    id: str = Field(description="the start of the worker's lease-owner token")
+    hostname: str
+    pid: int
+    started_at: dt.datetime
+    heartbeat_at: dt.datetime = Field(description="last lease renewal")
+    crawled: int = Field(description="URLs this worker completed")
+    pages: int = Field(description="pages this worker fetched and parsed")
+    pages_per_s: float = Field(description="its pages per second over the last seconds")
+    urls_per_s: float = Field(description="its URLs done per second over the last seconds")
+
+
 class CrawlView(BaseModel):
     """One crawl: its state, what it was asked to do, and its progress."""
 
@@ -115,7 +129,19 @@ class CrawlView(BaseModel):
     queue_position: int | None = Field(description="1 = next to start; None unless queued")
     error: str | None = Field(description="why the crawl failed")
     progress: Progress
+    workers: list[WorkerView] = Field(
+        description="processes working on it now (only while running); on PostgreSQL "
+        "`crawler work` processes on other machines too"
+    )
     report_url: str
+
+
+class WorkerList(BaseModel):
+    """Body of ``GET /crawls/{crawl_id}/workers``."""
+
+    crawl_id: int
+    state: CrawlState
+    workers: list[WorkerView]
 
 
 class CrawlList(BaseModel):

@@ -56,6 +56,7 @@ def create_crawl(
     seeds: Sequence[Discovered] = (),
     seeded: bool = True,
     durability: Durability = "normal",
+    crawl_id: int | None = None,
 ) -> FrontierStore:
     """Record a new crawl (keeping earlier ones) with its seeds in its frontier; its store.
 
@@ -63,10 +64,13 @@ def create_crawl(
     classified: both are written in ONE transaction, so a crash never leaves
     a recorded crawl with an empty frontier (which would read as finished).
     ``seeded`` False: the crawl's sitemaps are still to be collected
-    (``FrontierStore.mark_seeded``).
+    (``FrontierStore.mark_seeded``). ``crawl_id`` (PostgreSQL only) records
+    it under an id reserved beforehand, as the service does for its crawls.
     """
     if is_postgres_url(db_name):
-        return _postgres(str(db_name), None, settings, _NewCrawl(recorded, seeds, seeded))[0]
+        return _postgres(str(db_name), crawl_id, settings, _NewCrawl(recorded, seeds, seeded))[0]
+    if crawl_id is not None:
+        raise UsageError("a crawl id can be chosen on PostgreSQL only")
     conn = db.open_database(sqlite_path(db_name), durability=durability)
     try:
         crawl_id = crawls.create(
@@ -171,6 +175,7 @@ def _postgres(
                     seeded=new.seeded,
                     max_urls=settings.max_urls,
                     max_cache_age_s=settings.max_cache_age_s,
+                    crawl_id=crawl_id,
                 )
                 return await pg_crawls.get(conn, new_id)
             if crawl_id is not None:

@@ -89,3 +89,23 @@ async def test_the_form_shows_the_api_error_naming_the_field(
         )
         assert "seeds[0]" in error
         assert "ftp" in error
+
+
+async def test_a_running_crawl_shows_its_workers_and_their_rates(
+    service: ServiceProcess, slow: ThreadedSite, tmp_path: Path
+) -> None:
+    crawl_id = service.create([slow.url("/")], max_concurrency=1, max_retries=0)["id"]
+    try:
+        async with Browser(tmp_path) as browser:
+            page = await browser.new_page()
+            await page.goto(f"{service.base_url}/#/crawls/{crawl_id}")
+            cells = await page.wait_for(
+                "(() => { const row = document.querySelector('#workers tbody tr');"
+                " return row && Number(row.children[3].textContent) > 0"
+                " ? [...row.children].map((c) => c.textContent) : null; })()"
+            )
+            assert service.process is not None
+            assert cells[2] == str(service.process.pid)  # the service's own engine
+            assert await page.eval("document.getElementById('no-workers').hidden") is True
+    finally:
+        assert service.request("DELETE", f"/crawls/{crawl_id}").status == 204

@@ -205,6 +205,26 @@ function renderSummary(crawl) {
   $("crawl-summary").dataset.state = crawl.state;
   $("report-json").href = crawl.report_url + "?format=json";
   $("report-text").href = crawl.report_url + "?format=text";
+  renderWorkers(crawl.workers || []);
+}
+
+// The service's own engine and, on PostgreSQL, `crawler work` processes elsewhere.
+function renderWorkers(workers) {
+  const rows = workers.map((w) => {
+    const row = el("tr");
+    row.dataset.worker = w.id;
+    const heartbeat = new Date(w.heartbeat_at).toLocaleTimeString();
+    for (const value of [
+      w.id, w.hostname, w.pid, w.crawled, w.pages,
+      w.pages_per_s.toFixed(1), w.urls_per_s.toFixed(1), heartbeat,
+    ]) {
+      row.appendChild(el("td", value));
+    }
+    return row;
+  });
+  $("workers").tBodies[0].replaceChildren(...rows);
+  $("workers").hidden = rows.length === 0;
+  $("no-workers").hidden = rows.length !== 0;
 }
 
 function groupBySource(broken) {

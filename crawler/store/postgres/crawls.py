@@ -29,8 +29,12 @@ async def create(
     seeded: bool = True,
     max_urls: int | None = None,
     max_cache_age_s: float | None = None,
+    crawl_id: int | None = None,
 ) -> int:
     """Record a new crawl and enqueue its classified seeds; return its id.
+
+    ``crawl_id``, when given, is an id the service reserved from the crawl
+    table's own sequence (its index row is made first, the crawl later).
 
     Run it inside one transaction: a crawl is never visible without its
     seeds. ``seeded`` False leaves the crawl waiting for its sitemaps
@@ -38,12 +42,14 @@ async def create(
     """
     crawl_id = int(
         await conn.fetchval(
-            "INSERT INTO crawl (seeds, config, started_at, seeded_at) "
-            "VALUES ($1::jsonb, $2::jsonb, $3, $4) RETURNING id",
+            "INSERT INTO crawl (id, seeds, config, started_at, seeded_at) "
+            "VALUES (COALESCE($5, nextval(pg_get_serial_sequence('crawl', 'id'))), "
+            "$1::jsonb, $2::jsonb, $3, $4) RETURNING id",
             json.dumps(seeds),
             json.dumps(config, sort_keys=True),
             now,
             now if seeded else None,
+            crawl_id,
         )
     )
     if enqueue:

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from crawler.models import Counts, CrawlRecord, Discovered, LeasedUrl, Outcome, UrlKind
 from crawler.politeness import Gate, Limits
-from crawler.store import liveness
+from crawler.store import liveness, worker_counts
 from crawler.store.postgres import complete as completion
 from crawler.store.postgres import crawls, gate, schema
 from crawler.store.postgres.discover import Recorder
@@ -169,11 +169,21 @@ class PostgresFrontier:
 
     async def complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
         """Commit many fetched rows in one transaction; False marks a rejected stale one."""
-        return await self._call(
-            self._maintained(
-                self._tx(lambda c: completion.complete(c, self._recorder, owner, outcomes, now))
-            )
-        )
+
+        async def body(conn: Any) -> list[bool]:
+            accepted = await completion.complete(conn, self._recorder, owner, outcomes, now)
+            urls, pages = worker_counts.tally(outcomes, accepted)
+            if urls:
+                await conn.execute(
+                    "UPDATE worker SET urls_done = urls_done + $1, pages_done = pages_done + $2 "
+                    "WHERE token = $3",
+                    urls,
+                    pages,
+                    owner,
+                )
+            return accepted
+
+        return await self._call(self._maintained(self._tx(body)))
 
     async def release(self, owner: str) -> int:
         """Give back every lease and host slot this owner holds (graceful stop)."""
@@ -280,23 +290,7 @@ class PostgresFrontier:
 
     async def counts(self) -> Counts:
         """Frontier counters; one scan of the crawl's rows, so call it seldom."""
-        row = await self._call(
-            self._fetchrow(
-                "SELECT count(*) FILTER (WHERE u.state = 0), count(*) FILTER (WHERE u.state = 1), "
-                "count(*), count(*) FILTER (WHERE u.kind = 3 AND u.state = 2), "
-                "count(*) FILTER (WHERE r.class = 'broken') "
-                "FROM url u LEFT JOIN result r ON r.url_id = u.id WHERE u.crawl_id = $1",
-                self.crawl_id,
-            )
-        )
-        pending, leased, total, pages, broken = (int(v) for v in row)
-        return Counts(
-            pending=pending,
-            leased=leased,
-            done=total - pending - leased,
-            pages=pages,
-            broken=broken,
-        )
+        return await self._call(self._with_conn(lambda c: read_counts(c, self.crawl_id)))
 
     async def is_seeded(self) -> bool:
         return bool(await self._call(self._tx(lambda c: crawls.is_seeded(c, self.crawl_id))))
@@ -381,6 +375,10 @@ class PostgresFrontier:
 
     # -- internals ------------------------------------------------------------
 
+    async def _with_conn(self, body: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
+        async with self._pool.acquire() as conn:
+            return await body(conn)
+
     async def _fetchrow(self, sql: str, *args: Any) -> Any:
         async with self._pool.acquire() as conn:
             return await conn.fetchrow(sql, *args)
@@ -396,6 +394,21 @@ class PostgresFrontier:
                 "SELECT id, name FROM host WHERE id = ANY($1::bigint[])", missing
             ):
                 self._host_names[int(host_id)] = name
+
+
+async def read_counts(conn: Any, crawl_id: int) -> Counts:
+    """A crawl's frontier counters on ``conn`` (the store's, or a reader such as the service's)."""
+    row = await conn.fetchrow(
+        "SELECT count(*) FILTER (WHERE u.state = 0), count(*) FILTER (WHERE u.state = 1), "
+        "count(*), count(*) FILTER (WHERE u.kind = 3 AND u.state = 2), "
+        "count(*) FILTER (WHERE r.class = 'broken') "
+        "FROM url u LEFT JOIN result r ON r.url_id = u.id WHERE u.crawl_id = $1",
+        crawl_id,
+    )
+    pending, leased, total, pages, broken = (int(v) for v in row)
+    return Counts(
+        pending=pending, leased=leased, done=total - pending - leased, pages=pages, broken=broken
+    )
 
 
 def _rowcount(status: str) -> int:

@@ -29,7 +29,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from crawler.models import Counts, Discovered, LeasedUrl, Outcome, ResultClass, UrlKind, UrlState
-from crawler.store import liveness
+from crawler.store import liveness, worker_counts
 from crawler.store.sqlite.db import WRITER_BUSY_TIMEOUT_MS, atomic
 
 DEFAULT_SEEN_CACHE_SIZE = 50_000
@@ -170,6 +170,13 @@ class Frontier:
                 self._look_up_known(outcomes)
                 for outcome in outcomes:
                     accepted.append(self._complete_one(owner, outcome, now))
+                urls, pages = worker_counts.tally(outcomes, accepted)
+                if urls:
+                    self._conn.execute(
+                        "UPDATE worker SET urls_done = urls_done + ?, "
+                        "pages_done = pages_done + ? WHERE token = ?",
+                        (urls, pages, owner),
+                    )
         except BaseException:
             self._forget_uncommitted()
             raise

@@ -8,11 +8,11 @@ the documented SQL interface.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from crawler.models import Counts
 from crawler.report.model import ReportData
+from crawler.store.service import Snapshot, WorkerRow
 from crawler.store.sqlite import crawls, db
 from crawler.store.sqlite import report as sqlite_report
 from crawler.store.sqlite.frontier import Frontier
@@ -27,15 +27,6 @@ FROM url_result
 WHERE crawl_id = ? AND host IS NOT NULL AND class IN ('ok', 'redirected', 'broken')
 GROUP BY host
 """
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """A crawl's frontier counters and its active time so far."""
-
-    counts: Counts
-    elapsed_s: float
-    finished: bool
 
 
 def snapshot(path: Path) -> Snapshot:
@@ -63,6 +54,19 @@ def host_totals(path: Path) -> dict[str, tuple[int, int]]:
     finally:
         conn.close()
     return {host: (int(total), int(errors or 0)) for host, total, errors in rows}
+
+
+def workers(path: Path) -> list[WorkerRow]:
+    """The processes working on the crawl in ``path``, oldest first."""
+    conn = db.open_reader(path)
+    try:
+        rows = conn.execute(
+            "SELECT token, pid, hostname, started_at, heartbeat_at, urls_done, pages_done "
+            "FROM worker ORDER BY started_at, token"
+        ).fetchall()
+    finally:
+        conn.close()
+    return [WorkerRow(*row) for row in rows]
 
 
 def load_report(path: Path, fmt: str) -> ReportData:

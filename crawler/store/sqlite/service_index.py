@@ -12,22 +12,30 @@ the engine as with the CLI. The index holds what a crawl database cannot say:
 
 Listing crawls reads this one small table instead of opening every file.
 Writes are rare (state changes) and run on one thread, in order.
+
+``SqliteServiceStore`` is the ``crawler.store.service.ServiceStore`` of these
+files: this index, and the reads of ``reads`` on each crawl's file.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import sqlite3
+import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from crawler.errors import ForeignDatabaseError
+from crawler.errors import ForeignDatabaseError, UsageError
+from crawler.report.model import ReportData
+from crawler.store.service import CrawlTarget, Entry, Snapshot, WorkerRow
+from crawler.store.sqlite import crawls, db, reads
 from crawler.store.sqlite.db import atomic
+from crawler.store.sqlite.frontier import Frontier
 
 APPLICATION_ID = 0x43524C53  # "CRLS": a crawler service index
 SCHEMA_VERSION = 1
@@ -47,21 +55,6 @@ CREATE TABLE IF NOT EXISTS service_crawl (
 )
 """
 _COLUMNS = "id, state, seeds, settings, created_at, queued_at, started_at, finished_at, error"
-
-
-@dataclass(slots=True)
-class Entry:
-    """One crawl as the service knows it (a row of ``service_crawl``)."""
-
-    id: int
-    state: str
-    seeds: list[str]
-    settings: dict[str, Any]
-    created_at: float
-    queued_at: float
-    started_at: float | None = None
-    finished_at: float | None = None
-    error: str | None = None
 
 
 class Index:
@@ -153,6 +146,124 @@ class AsyncIndex:
     def close(self) -> None:
         self._executor.shutdown(wait=True)
         self._index.close()
+
+
+class SqliteServiceStore:
+    """The service's storage in SQLite files under the data directory (module docstring)."""
+
+    def __init__(self, data_dir: Path, index: AsyncIndex) -> None:
+        self.data_dir = data_dir
+        self.crawls_dir = data_dir / "crawls"
+        self._index = index
+
+    @classmethod
+    async def open(cls, data_dir: Path) -> SqliteServiceStore:
+        crawls_dir = data_dir / "crawls"
+        await asyncio.to_thread(crawls_dir.mkdir, parents=True, exist_ok=True)
+        return cls(data_dir, await AsyncIndex.open(data_dir / "service.db"))
+
+    def describe(self) -> str:
+        return str(self.data_dir)
+
+    def path_of(self, crawl_id: int) -> Path:
+        return self.crawls_dir / f"{crawl_id}.db"
+
+    # -- the index ---------------------------------------------------------------
+
+    async def entries(self) -> list[Entry]:
+        return await self._index.entries()
+
+    async def insert(self, seeds: list[str], settings: dict[str, Any], now: float) -> Entry:
+        return await self._index.insert(seeds, settings, now)
+
+    async def update(self, entry: Entry) -> None:
+        await self._index.update(entry)
+
+    async def mark_seeded(self, crawl_id: int, now: float) -> None:
+        """Nothing to record: no other process joins a per-crawl file."""
+
+    async def delete(self, crawl_id: int) -> None:
+        await asyncio.to_thread(remove_crawl_files, self.path_of(crawl_id))
+        await self._index.delete(crawl_id)
+
+    async def ping(self) -> None:
+        await self._index.ping()
+        await asyncio.to_thread(_writable, self.crawls_dir)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._index.close)
+
+    # -- one crawl's file ------------------------------------------------------------
+
+    def target(self, crawl_id: int) -> CrawlTarget:
+        return CrawlTarget(self.path_of(crawl_id), None)
+
+    async def prepare(self, crawl_id: int) -> int | None:
+        return await asyncio.to_thread(_prepare, self.path_of(crawl_id))
+
+    async def snapshot(self, crawl_id: int) -> Snapshot | None:
+        path = self.path_of(crawl_id)
+        if not path.exists():
+            return None
+        return await asyncio.to_thread(reads.snapshot, path)
+
+    async def host_totals(self, crawl_id: int) -> dict[str, tuple[int, int]]:
+        path = self.path_of(crawl_id)
+        if not path.exists():
+            return {}
+        return await asyncio.to_thread(reads.host_totals, path)
+
+    async def workers(self, crawl_id: int) -> list[WorkerRow]:
+        path = self.path_of(crawl_id)
+        if not path.exists():
+            return []
+        return await asyncio.to_thread(reads.workers, path)
+
+    async def load_report(self, crawl_id: int, fmt: str) -> ReportData | None:
+        path = self.path_of(crawl_id)
+        if not path.exists():
+            return None
+        try:
+            return await asyncio.to_thread(reads.load_report, path, fmt)
+        except UsageError:  # created a moment ago: no crawl row yet
+            return None
+
+
+def crawl_files(path: Path) -> list[Path]:
+    """The database and its WAL and shared-memory files."""
+    return [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
+
+
+def remove_crawl_files(path: Path) -> None:
+    for file in crawl_files(path):
+        with contextlib.suppress(FileNotFoundError):
+            file.unlink()
+
+
+def _prepare(path: Path) -> int | None:
+    """Resume the crawl in ``path`` (its leases, all a dead process's: no other process
+    works on a service's crawl file), or start afresh (None) when a kill left it
+    half-created: no crawl row, or a crawl whose seeds never reached the frontier."""
+    if not path.exists():
+        return None
+    conn = db.open_database(path)
+    try:
+        record = crawls.get(conn)
+        counts = Frontier(conn, record.id).counts()
+    except UsageError:  # killed after creating the file, before recording the crawl
+        counts = None
+    finally:
+        conn.close()
+    if counts is not None and counts.pending + counts.leased + counts.done > 0:
+        return counts.leased
+    remove_crawl_files(path)
+    return None
+
+
+def _writable(directory: Path) -> None:
+    """OSError when nothing can be written to ``directory``."""
+    with tempfile.NamedTemporaryFile(dir=directory, prefix=".ready-"):
+        pass
 
 
 def _entry(row: tuple[Any, ...]) -> Entry:

@@ -1,0 +1,273 @@
+"""The service's storage on PostgreSQL: the ``service_crawl`` index and its crawls' rows.
+
+``PostgresServiceStore`` is the ``crawler.store.service.ServiceStore`` of
+``crawler serve --db postgresql://…``. Its crawls are rows of the normal crawl
+tables: a ``service_crawl`` id is drawn from the crawl table's sequence and
+the crawl row, created when the crawl first starts, takes the same id
+(migrations/postgresql/0008_service.sql).
+
+``PostgresCrawlQueue`` is the other side, for ``crawler work --service``
+processes: which of the service's crawls they may join (running, seeded, not
+finished), fewest live workers first, and whether the one they work on is
+still running or was paused, cancelled or deleted from the API.
+
+Both run on the caller's event loop with a small pool of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from crawler.config import DEFAULT_LEASE_TTL_S
+from crawler.errors import UsageError
+from crawler.report.model import ReportData
+from crawler.store import liveness
+from crawler.store.postgres import report as pg_report
+from crawler.store.postgres import schema
+from crawler.store.postgres.frontier import read_counts
+from crawler.store.service import CrawlTarget, Entry, Snapshot, WorkerRow
+
+POOL_SIZE = 4
+_COLUMNS = (
+    "id, state, seeds::text, settings::text, created_at, queued_at, started_at, finished_at, error"
+)
+_HOST_TOTALS = """
+SELECT host,
+       count(*),
+       count(*) FILTER (WHERE status >= 500
+                          OR (error_kind IS NOT NULL AND error_kind <> 'http_status'))
+FROM url_result
+WHERE crawl_id = $1 AND host IS NOT NULL AND class IN ('ok', 'redirected', 'broken')
+GROUP BY host
+"""
+# A crawl's rows, children first. Hosts are shared by every crawl and stay.
+_DELETE_CRAWL = (
+    "DELETE FROM link WHERE target_id IN (SELECT id FROM url WHERE crawl_id = $1)",
+    "DELETE FROM link WHERE source_id IN (SELECT id FROM url WHERE crawl_id = $1)",
+    "DELETE FROM anchor WHERE url_id IN (SELECT id FROM url WHERE crawl_id = $1)",
+    "UPDATE result SET redirect_to_id = NULL "
+    "WHERE redirect_to_id IN (SELECT id FROM url WHERE crawl_id = $1)",
+    "DELETE FROM result WHERE url_id IN (SELECT id FROM url WHERE crawl_id = $1)",
+    "DELETE FROM host_slot WHERE owner IN (SELECT token FROM worker WHERE crawl_id = $1)",
+    "DELETE FROM worker WHERE crawl_id = $1",
+    "DELETE FROM robots WHERE crawl_id = $1",
+    "DELETE FROM url WHERE crawl_id = $1",
+    "DELETE FROM crawl WHERE id = $1",
+)
+# Running crawls a worker may join, the least staffed first, then the oldest.
+_JOINABLE = """
+SELECT s.id
+FROM service_crawl s JOIN crawl c ON c.id = s.id
+WHERE s.state = 'running' AND s.seeded_at IS NOT NULL AND c.state = 'running'
+ORDER BY (SELECT count(*) FROM worker w WHERE w.crawl_id = s.id), s.queued_at, s.id
+"""
+
+
+class PostgresServiceStore:
+    """The service's index and crawls in one PostgreSQL database (module docstring)."""
+
+    def __init__(self, dsn: str, pool: Any) -> None:
+        self.dsn = dsn
+        self._pool = pool
+
+    @classmethod
+    async def open(cls, dsn: str) -> PostgresServiceStore:
+        return cls(dsn, await schema.create_pool(dsn, max_size=POOL_SIZE))
+
+    def describe(self) -> str:
+        return schema.redact(self.dsn)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def _tx(self, body: Any) -> Any:
+        return await schema.in_transaction(self._pool, body)
+
+    # -- the index ---------------------------------------------------------------
+
+    async def entries(self) -> list[Entry]:
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(f"SELECT {_COLUMNS} FROM service_crawl ORDER BY id")
+        return [_entry(row) for row in rows]
+
+    async def insert(self, seeds: list[str], settings: dict[str, Any], now: float) -> Entry:
+        async def body(conn: Any) -> int:
+            return int(
+                await conn.fetchval(
+                    "INSERT INTO service_crawl (state, seeds, settings, created_at, queued_at) "
+                    "VALUES ('queued', $1::jsonb, $2::jsonb, $3, $3) RETURNING id",
+                    json.dumps(seeds),
+                    json.dumps(settings, sort_keys=True),
+                    now,
+                )
+            )
+
+        crawl_id = await self._tx(body)
+        return Entry(crawl_id, "queued", seeds, settings, now, now)
+
+    async def update(self, entry: Entry) -> None:
+        values = (
+            entry.state,
+            entry.queued_at,
+            entry.started_at,
+            entry.finished_at,
+            entry.error,
+            entry.id,
+        )
+
+        async def body(conn: Any) -> None:
+            await conn.execute(
+                "UPDATE service_crawl SET state = $1, queued_at = $2, started_at = $3, "
+                "finished_at = $4, error = $5 WHERE id = $6",
+                *values,
+            )
+
+        await self._tx(body)
+
+    async def mark_seeded(self, crawl_id: int, now: float) -> None:
+        """Workers may join: the frontier holds the seeds and the sitemap pages."""
+
+        async def body(conn: Any) -> None:
+            await conn.execute(
+                "UPDATE service_crawl SET seeded_at = COALESCE(seeded_at, $1) WHERE id = $2",
+                now,
+                crawl_id,
+            )
+
+        await self._tx(body)
+
+    async def delete(self, crawl_id: int) -> None:
+        async def body(conn: Any) -> None:
+            await _delete_crawl_rows(conn, crawl_id)
+            await conn.execute("DELETE FROM service_crawl WHERE id = $1", crawl_id)
+
+        await self._tx(body)
+
+    async def ping(self) -> None:
+        async with self._pool.acquire() as conn:
+            await conn.fetchval("SELECT count(*) FROM service_crawl WHERE state = 'running'")
+
+    # -- one crawl's rows --------------------------------------------------------------
+
+    def target(self, crawl_id: int) -> CrawlTarget:
+        return CrawlTarget(self.dsn, crawl_id)
+
+    async def prepare(self, crawl_id: int) -> int | None:
+        """Resume a crawl with a frontier (counting dead workers' leases); else clear
+        what a kill left and start afresh (None)."""
+
+        async def body(conn: Any) -> int | None:
+            recorded = await conn.fetchval("SELECT state FROM crawl WHERE id = $1", crawl_id)
+            if recorded is None:
+                return None
+            if not await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM url WHERE crawl_id = $1)", crawl_id
+            ):
+                await _delete_crawl_rows(conn, crawl_id)  # killed before its seeds were enqueued
+                return None
+            return await _dead_leases(conn, crawl_id)
+
+        result = await self._tx(body)
+        return None if result is None else int(result)
+
+    async def snapshot(self, crawl_id: int) -> Snapshot | None:
+        async with self._pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
+            row = await conn.fetchrow("SELECT state, elapsed_s FROM crawl WHERE id = $1", crawl_id)
+            if row is None:
+                return None
+            counts = await read_counts(conn, crawl_id)
+        return Snapshot(counts, float(row[1]), row[0] == "finished")
+
+    async def host_totals(self, crawl_id: int) -> dict[str, tuple[int, int]]:
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(_HOST_TOTALS, crawl_id)
+        return {host: (int(total), int(errors)) for host, total, errors in rows}
+
+    async def workers(self, crawl_id: int) -> list[WorkerRow]:
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT token, pid, hostname, started_at, heartbeat_at, urls_done, pages_done "
+                "FROM worker WHERE crawl_id = $1 ORDER BY started_at, token",
+                crawl_id,
+            )
+        return [
+            WorkerRow(r[0], int(r[1]), r[2], float(r[3]), float(r[4]), int(r[5]), int(r[6]))
+            for r in rows
+        ]
+
+    async def load_report(self, crawl_id: int, fmt: str) -> ReportData | None:
+        async with self._pool.acquire() as conn:
+            if await conn.fetchval("SELECT id FROM crawl WHERE id = $1", crawl_id) is None:
+                return None
+            try:
+                return await pg_report.load(conn, crawl_id, fmt)
+            except UsageError:  # deleted meanwhile
+                return None
+
+
+class PostgresCrawlQueue:
+    """The service's crawls as ``crawler work --service`` sees them (module docstring)."""
+
+    def __init__(self, dsn: str, pool: Any) -> None:
+        self.dsn = dsn
+        self._pool = pool
+
+    @classmethod
+    async def open(cls, dsn: str) -> PostgresCrawlQueue:
+        return cls(dsn, await schema.create_pool(dsn, max_size=1))
+
+    async def joinable(self) -> list[int]:
+        """Ids of the crawls to join, best first."""
+        async with self._pool.acquire() as conn:
+            return [int(r[0]) for r in await conn.fetch(_JOINABLE)]
+
+    async def state(self, crawl_id: int) -> str | None:
+        """The state the service records for the crawl; None once it is deleted."""
+        async with self._pool.acquire() as conn:
+            state = await conn.fetchval("SELECT state FROM service_crawl WHERE id = $1", crawl_id)
+        return None if state is None else str(state)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+
+async def _dead_leases(conn: Any, crawl_id: int) -> int:
+    """Leases held by owners with no worker row, or whose worker is dead (``liveness``)."""
+    held = await conn.fetch(
+        "SELECT lease_owner, count(*) FROM url WHERE crawl_id = $1 AND state = 1 "
+        "GROUP BY lease_owner",
+        crawl_id,
+    )
+    workers = await conn.fetch(
+        "SELECT token, pid, hostname, heartbeat_at FROM worker WHERE crawl_id = $1", crawl_id
+    )
+    ttl = await conn.fetchval(
+        "SELECT COALESCE((config->>'lease_ttl_s')::double precision, $2) FROM crawl WHERE id = $1",
+        crawl_id,
+        DEFAULT_LEASE_TTL_S,
+    )
+    live = {row[0] for row in workers} - set(
+        liveness.dead_workers(workers, time.time(), 2 * float(ttl))
+    )
+    return sum(int(count) for owner, count in held if owner not in live)
+
+
+async def _delete_crawl_rows(conn: Any, crawl_id: int) -> None:
+    for statement in _DELETE_CRAWL:
+        await conn.execute(statement, crawl_id)
+
+
+def _entry(row: Any) -> Entry:
+    return Entry(
+        id=int(row[0]),
+        state=str(row[1]),
+        seeds=json.loads(row[2]),
+        settings=json.loads(row[3]),
+        created_at=float(row[4]),
+        queued_at=float(row[5]),
+        started_at=None if row[6] is None else float(row[6]),
+        finished_at=None if row[7] is None else float(row[7]),
+        error=row[8],
+    )

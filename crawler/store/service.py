@@ -1,0 +1,174 @@
+"""What ``crawler serve`` needs from storage, whichever backend keeps its crawls.
+
+The service's code (``crawler/service``) talks to a ``ServiceStore`` and never
+to a database, so the same manager runs on either backend:
+
+- SQLite (``sqlite.service_index.SqliteServiceStore``, the default): the index
+  is ``DATA/service.db`` and each crawl a file of its own, ``DATA/crawls/<id>.db``;
+- PostgreSQL (``postgres.service_store.PostgresServiceStore``, ``--db
+  postgresql://…``): the index is the ``service_crawl`` table and each crawl
+  rows of the normal crawl tables, with the crawl id equal to the service's,
+  so ``crawler work`` processes on other machines can join them.
+
+A store answers two groups of questions:
+
+- the index: ``entries``, ``insert``, ``update`` (state, queue order, times),
+  ``mark_seeded`` (remote workers may join), ``delete`` (the entry and the
+  crawl's data), ``ping``;
+- one crawl's data: where the engine opens it (``target``), whether a start is
+  a resume (``prepare``), a ``snapshot`` of its counters, ``host_totals``,
+  ``workers`` and ``load_report``.
+
+``CrawlQueue`` is the worker's side on PostgreSQL: the crawls a ``crawler
+work --service`` process may join, and the state of the one it works on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from crawler.errors import UsageError
+from crawler.models import Counts
+from crawler.report.model import ReportData
+from crawler.store.open import is_postgres_url
+
+
+@dataclass(slots=True)
+class Entry:
+    """One crawl as the service knows it (a row of the index)."""
+
+    id: int
+    state: str
+    seeds: list[str]
+    settings: dict[str, Any]
+    created_at: float
+    queued_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A crawl's frontier counters and its active time so far."""
+
+    counts: Counts
+    elapsed_s: float
+    finished: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRow:
+    """One process working on a crawl (a row of ``worker``)."""
+
+    token: str
+    pid: int
+    hostname: str
+    started_at: float
+    heartbeat_at: float
+    urls_done: int
+    pages_done: int
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlTarget:
+    """What ``runner.start`` / ``runner.open_existing`` get as ``--db`` and crawl id."""
+
+    db: str | Path
+    crawl_id: int | None  # None: the one crawl of a per-crawl SQLite file
+
+
+class ServiceStore(Protocol):
+    """The service's index of crawls and its reads of each crawl (module docstring).
+
+    Every method but ``target`` and ``describe`` may be awaited on the
+    service's loop: blocking work runs on threads or on an async driver.
+    """
+
+    async def entries(self) -> list[Entry]:
+        """Every crawl of the index, by id."""
+        ...
+
+    async def insert(self, seeds: list[str], settings: dict[str, Any], now: float) -> Entry:
+        """A new queued crawl, under an id never handed out before."""
+        ...
+
+    async def update(self, entry: Entry) -> None:
+        """Record the entry's state, queue order, times and error."""
+        ...
+
+    async def mark_seeded(self, crawl_id: int, now: float) -> None:
+        """The crawl's frontier holds its seeds: other processes may join it."""
+        ...
+
+    async def delete(self, crawl_id: int) -> None:
+        """Remove the crawl's data and its entry (its workers have left)."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise when the storage cannot be used (the readiness probe)."""
+        ...
+
+    def target(self, crawl_id: int) -> CrawlTarget:
+        """Where the runner opens or records the crawl."""
+        ...
+
+    async def prepare(self, crawl_id: int) -> int | None:
+        """None: start the crawl afresh; any half-created data a kill left (no crawl
+        row, or no seeds in its frontier) is removed first. A number: resume the
+        recorded crawl, where that many leases are held by dead processes."""
+        ...
+
+    async def snapshot(self, crawl_id: int) -> Snapshot | None:
+        """The crawl's counters and active time; None before it has data."""
+        ...
+
+    async def host_totals(self, crawl_id: int) -> dict[str, tuple[int, int]]:
+        """host -> (URLs requested, of which no response or 5xx)."""
+        ...
+
+    async def workers(self, crawl_id: int) -> list[WorkerRow]:
+        """The processes registered on the crawl (dead ones until reclaimed)."""
+        ...
+
+    async def load_report(self, crawl_id: int, fmt: str) -> ReportData | None:
+        """The crawl's report as format ``fmt`` needs it; None before it has data."""
+        ...
+
+    def describe(self) -> str:
+        """Where the data is, for logs and errors (no password)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class CrawlQueue(Protocol):
+    """The service's crawls as a ``crawler work --service`` process sees them (PostgreSQL)."""
+
+    async def joinable(self) -> list[int]: ...
+
+    async def state(self, crawl_id: int) -> str | None: ...
+
+    async def close(self) -> None: ...
+
+
+async def open_crawl_queue(db: str) -> CrawlQueue:
+    """The crawl queue of the service whose database is ``db`` (PostgreSQL only)."""
+    if not is_postgres_url(db):
+        raise UsageError("`crawler work --service` needs --db postgresql://… (the service's)")
+    from crawler.store.postgres.service_store import PostgresCrawlQueue  # asyncpg when used
+
+    return await PostgresCrawlQueue.open(db)
+
+
+async def open_service_store(db: str | None, data_dir: Path) -> ServiceStore:
+    """PostgreSQL when ``db`` is a ``postgresql://`` URL, else SQLite files under ``data_dir``."""
+    if db is not None and is_postgres_url(db):
+        from crawler.store.postgres.service_store import PostgresServiceStore  # asyncpg when used
+
+        return await PostgresServiceStore.open(db)
+    from crawler.store.sqlite.service_index import SqliteServiceStore
+
+    return await SqliteServiceStore.open(data_dir)
