@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from crawler import netguard
 from crawler.status import parse_accept
 
 DEFAULT_DB = "crawl.db"
@@ -138,6 +139,7 @@ class CrawlSettings(BaseModel):
                 ipaddress.ip_network(entry.strip(), strict=False)
             except ValueError as exc:
                 raise ValueError(f"invalid network {entry!r}: {exc}") from exc
+            netguard.check_network(entry)  # 0.0.0.0/0 would switch the guard off
         return entries
 
     def host_settings(self, host: str) -> HostSettings | None:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from crawler import netguard
 from crawler.config import DEFAULT_SHUTDOWN_TIMEOUT_S
 from crawler.errors import UsageError
 
@@ -44,6 +45,9 @@ ENVIRONMENT = {
     "log_format": "CRAWLER_LOG_FORMAT",
     "shutdown_timeout_s": "CRAWLER_SHUTDOWN_TIMEOUT_S",
 }
+
+# Flags whose name is not the field's (a repeatable flag is singular).
+FLAGS = {"allow_networks": "--allow-network"}
 
 
 class ServiceConfig(BaseModel):
@@ -75,7 +79,7 @@ class ServiceConfig(BaseModel):
     @classmethod
     def _networks(cls, entries: list[str]) -> list[str]:
         for entry in entries:
-            ipaddress.ip_network(entry.strip(), strict=False)  # ValueError names it
+            netguard.check_network(entry)  # ValueError names it; 0.0.0.0/0 refused
         return entries
 
     @property
@@ -99,7 +103,7 @@ def resolve(flags: Mapping[str, Any], environ: Mapping[str, str] | None = None) 
     for field, value in flags.items():
         if value is not None:
             values[field] = value
-            sources[field] = "--" + field.removesuffix("_s").replace("_", "-")
+            sources[field] = FLAGS.get(field, "--" + field.removesuffix("_s").replace("_", "-"))
     if isinstance(values.get("allow_networks"), str):  # CRAWLER_ALLOW_NETWORKS=a,b
         values["allow_networks"] = [n for n in values["allow_networks"].split(",") if n.strip()]
     if isinstance(values.get("allow_private"), str):
