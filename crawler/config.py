@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from crawler import netguard
+from crawler.patterns import compile_pattern
 from crawler.status import parse_accept
 
 DEFAULT_DB = "crawl.db"
@@ -96,10 +97,7 @@ class CrawlSettings(BaseModel):
     @classmethod
     def _compiles(cls, patterns: list[str]) -> list[str]:
         for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
+            compile_pattern(pattern)  # ValueError naming the pattern and RE2's reason
         return patterns
 
     @field_validator("headers")
@@ -125,10 +123,7 @@ class CrawlSettings(BaseModel):
             pattern, sep, credentials = entry.partition(" ")
             if not sep or ":" not in credentials:
                 raise ValueError(f"expected 'URL-REGEX user:password', got {entry!r}")
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
+            compile_pattern(pattern)
         return entries
 
     @field_validator("allow_networks")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import re
 import ssl
 import time
 import urllib.request
@@ -29,6 +28,7 @@ from crawler.fetch_types import Fetched
 from crawler.net import cookies, localsite
 from crawler.net.resolver import AddressGuard
 from crawler.netguard import PrivateAddressError, parse_networks
+from crawler.patterns import compile_pattern
 
 __all__ = ["Fetched", "Fetcher", "classify_exception"]
 
@@ -61,7 +61,7 @@ class Fetcher:
             else None
         )
         self._auth = [
-            (re.compile(pattern), "Basic " + base64.b64encode(credentials.encode()).decode())
+            (compile_pattern(pattern), "Basic " + base64.b64encode(credentials.encode()).decode())
             for pattern, _, credentials in (e.partition(" ") for e in settings.basic_auth)
         ]
 

@@ -15,13 +15,13 @@ import tempfile
 import pydantic
 from aiohttp import web
 
-from crawler import report
+from crawler import redact, report
 from crawler.config import CrawlSettings
 from crawler.errors import UsageError
 from crawler.service.config import MAX_BODY_BYTES
 from crawler.service.manager import ConflictError, CrawlNotFoundError, QueueFullError
 from crawler.service.metrics import CONTENT_TYPE
-from crawler.service.safety import guard_settings, redact_settings
+from crawler.service.safety import check_guard_asked, check_limits, guard_settings, redact_settings
 from crawler.service.schemas import CrawlCreate, CrawlList, CrawlView, ErrorDetail, Health, Ready
 from crawler.service.state import OPENAPI, SERVICE, ApiError, Service
 from crawler.store.sqlite import reads
@@ -78,13 +78,13 @@ async def crawl_view(service: Service, entry: Entry) -> CrawlView:
     return CrawlView(
         id=entry.id,
         state=manager.shown_state(entry),  # type: ignore[arg-type]  # one of CrawlState
-        seeds=entry.seeds,
-        settings=redact_settings(entry.settings),
+        seeds=redact.values(entry.seeds),
+        settings=redact.values(redact_settings(entry.settings)),
         created_at=created,
         started_at=_time(entry.started_at),
         finished_at=_time(entry.finished_at),
         queue_position=manager.queue_position(entry),
-        error=entry.error,
+        error=None if entry.error is None else redact.credentials(entry.error),
         progress=await manager.progress(entry),
         report_url=f"/crawls/{entry.id}/report",
     )
@@ -116,13 +116,23 @@ async def create_crawl(request: web.Request) -> web.Response:
             context={
                 "allow_private": service.config.allow_private,
                 "allow_networks": service.config.allow_networks,
+                "local_roots": service.config.local_roots,
             },
         )
     except pydantic.ValidationError as exc:
         raise ApiError.from_validation(exc) from None
     try:
+        asked = create.settings.model_dump(mode="json")
+        check_guard_asked(
+            asked, create.settings.model_fields_set, allow_private=service.config.allow_private
+        )
+        check_limits(
+            asked,
+            max_concurrency=service.config.max_crawl_concurrency,
+            max_host=service.config.max_host_concurrency,
+        )
         guarded = guard_settings(
-            create.settings.model_dump(mode="json"),
+            asked,
             allow_private=service.config.allow_private,
             allow_networks=service.config.allow_networks,
         )
@@ -147,10 +157,14 @@ async def _read_json_body(request: web.Request) -> bytes:
         raise ApiError(415, "send the body as application/json", field="Content-Type")
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+    timeout_s = _service(request).config.read_timeout_s
     try:
-        return await request.read()
+        async with asyncio.timeout(timeout_s):
+            return await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes") from None
+    except TimeoutError:
+        raise ApiError(408, f"request body not received within {timeout_s:g} s") from None
 
 
 async def get_crawl(request: web.Request) -> web.Response:

@@ -9,6 +9,7 @@ validator is inherited, so a new crawl option is available here at once.
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
@@ -40,12 +41,15 @@ Pattern = Annotated[str, Field(max_length=1000)]
 
 
 def _check_seed(value: str, info: ValidationInfo) -> str:
-    """An http(s) URL; a private address only when the service allows it."""
+    """An http(s) URL; a private address only when the service allows it; a
+    directory only under a root the operator named (``--local-root``)."""
+    context = info.context or {}
+    if "://" not in value:
+        return _local_seed(value, [Path(root) for root in context.get("local_roots", [])])
     try:
         (key,) = runner.normalize_seeds([value])
     except UsageError as exc:
         raise ValueError(str(exc)) from exc
-    context = info.context or {}
     allow_private = bool(context.get("allow_private", False))
     allowed = parse_networks(list(context.get("allow_networks", [])))
     if not allow_private and is_private_host(_hostname(urls.host_of(key)), allowed):
@@ -54,6 +58,29 @@ def _check_seed(value: str, info: ValidationInfo) -> str:
             "(allow it with --allow-network, or --allow-private)"
         )
     return value
+
+
+def _local_seed(value: str, roots: list[Path]) -> str:
+    """The directory's absolute path, if it is one under ``roots``.
+
+    The same answer whether the path exists or not, and whatever it is: the
+    API must not tell its callers what is on the server's disk.
+    """
+    refused = ValueError(
+        f"seed {value[:200]!r}: not an http(s) URL (local directories are crawled with the "
+        "CLI, or under a root the service's operator allows with --local-root)"
+    )
+    path = Path(value)
+    if not roots or not path.is_absolute():
+        raise refused
+    try:
+        resolved = path.resolve()
+        inside = any(resolved == root or root in resolved.parents for root in roots)
+        if not inside or not resolved.is_dir():
+            raise refused
+    except OSError:
+        raise refused from None
+    return str(resolved)
 
 
 def _hostname(authority: str) -> str:
