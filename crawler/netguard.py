@@ -42,7 +42,7 @@ def check_network(entry: str) -> Network:
     widest = MIN_ALLOWED_PREFIX[network.version]
     if network.prefixlen < widest:
         raise ValueError(
-            f"--allow-network {entry.strip()}: wider than /{widest}, which would switch the "
+            f"{entry.strip()} is wider than /{widest}, which would switch the "
             "private-address guard off; name the private networks to reach, or use "
             "--allow-private to reach them all"
         )

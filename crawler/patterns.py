@@ -39,7 +39,5 @@ def compile_pattern(pattern: str) -> Pattern:
         compiled: Pattern = re2.compile(pattern, options=_OPTIONS)
     except re2.error as exc:
         reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
-        raise ValueError(
-            f"invalid regular expression {pattern!r}: {reason} ({RE2_NOTE})"
-        ) from None
+        raise ValueError(f"invalid regular expression {pattern!r}: {reason} ({RE2_NOTE})") from None
     return compiled

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from crawler.config import CrawlSettings
 from crawler.patterns import compile_pattern
+
 from kit.crawlkit import crawl
 from kit.sitekit import Page
 
