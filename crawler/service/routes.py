@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from crawler import report
 from crawler.service import dashboard, handlers
+from crawler.service.middleware import OPEN_PATHS, WRITE_METHODS
 from crawler.service.schemas import (
     CrawlCreate,
     CrawlList,
@@ -59,8 +60,22 @@ class Route:
 
     @property
     def writes(self) -> bool:
-        """Write routes need the bearer token when one is configured."""
-        return self.method in ("POST", "PUT", "PATCH", "DELETE")
+        return self.method in WRITE_METHODS
+
+    @property
+    def needs_token(self) -> bool:
+        """Everything but the dashboard's files, the probes and this document
+        (``middleware.guard``; ``--public-reads`` opens GET)."""
+        return self.writes or not (self.path in OPEN_PATHS or self.path.startswith("/static/"))
+
+    @property
+    def documented_answers(self) -> tuple[Answer, ...]:
+        """Its own answers and those every route may give (the guard's, 405, 500)."""
+        extra = [FORBIDDEN, METHOD_NOT_ALLOWED, INTERNAL]
+        if self.needs_token:
+            extra.insert(0, UNAUTHORIZED)
+        have = {answer.status for answer in self.answers}
+        return self.answers + tuple(a for a in extra if a.status not in have)
 
 
 CRAWL_ID = Param("crawl_id", "path", {"type": "integer", "minimum": 1}, "the crawl's id")
@@ -83,7 +98,13 @@ def _error(status: int, description: str) -> Answer:
 
 NOT_FOUND = _error(404, "no such crawl")
 UNAUTHORIZED = _error(401, "missing or wrong bearer token")
-FORBIDDEN = _error(403, "cross-origin write, or a Host header that is not loopback")
+FORBIDDEN = _error(
+    403,
+    "a Host header that is neither loopback nor --allowed-host, a cross-origin write, "
+    "or (with --no-token) a request forwarded by a proxy",
+)
+METHOD_NOT_ALLOWED = _error(405, "the path does not take this method (see Allow)")
+INTERNAL = _error(500, "an internal error; the service log has the details")
 CONFLICT = _error(409, "not possible in the crawl's state")
 
 
@@ -121,6 +142,7 @@ ROUTES: tuple[Route, ...] = (
             Answer(201, "created", CrawlView),
             _error(400, "the body is not JSON"),
             UNAUTHORIZED,
+            _error(408, "the body did not arrive within --read-timeout"),
             FORBIDDEN,
             _error(413, "body too large"),
             _error(415, "body not sent as application/json"),

@@ -18,6 +18,8 @@ import pytest
 
 from crawler.errors import UsageError
 from crawler.service import config as service_config
+from crawler.service import openapi
+from crawler.service.routes import ROUTES
 
 from kit.reverse_proxy import ReverseProxy
 from kit.serve_site import ThreadedSite
@@ -292,3 +294,15 @@ def test_security_settings_from_the_environment() -> None:
     assert config.allowed_hosts == ["a.example", "b.example"]
     with pytest.raises(UsageError, match="choose one"):
         service_config.resolve({"no_token": True, "token": TOKEN}, environ={})
+
+
+def test_openapi_documents_the_guard_on_every_route() -> None:
+    paths = openapi.document()["paths"]
+    for route in ROUTES:
+        operation = paths[route.path][route.method.lower()]
+        assert {"403", "405", "500"} <= set(operation["responses"]), route.path
+        if route.needs_token:
+            assert "401" in operation["responses"], route.path
+            assert operation["security"] == [{"bearerAuth": []}]
+    open_routes = {route.path for route in ROUTES if not route.needs_token}
+    assert open_routes == {"/", "/static/{name}", "/healthz", "/readyz", "/openapi.json"}
