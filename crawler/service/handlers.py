@@ -8,6 +8,7 @@ blocking SQLite work and runs in a thread.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import os
 import tempfile
@@ -223,9 +224,15 @@ async def crawl_report(request: web.Request) -> web.Response:
     if not path.exists():
         raise ApiError(409, f"crawl {entry.id} has not started yet; no report")
     try:
-        text = report.render(await asyncio.to_thread(reads.load_report, path, fmt), fmt)
-    except UsageError as exc:  # created a moment ago: no crawl row yet
-        raise ApiError(409, f"crawl {entry.id}: no report yet ({exc})") from None
+        data = await asyncio.to_thread(reads.load_report, path, fmt)
+    except UsageError as exc:  # created a moment ago: no crawl row yet; or not readable
+        # The message names the file: the client learns its name, never the server's paths.
+        reason = str(exc).replace(str(path.resolve()), path.name).replace(str(path), path.name)
+        raise ApiError(409, f"crawl {entry.id}: no report yet ({reason})") from None
+    # Each crawl file holds one crawl, numbered 1 inside it: the report shows the
+    # service's id, the one the client knows.
+    data = dataclasses.replace(data, crawl=dataclasses.replace(data.crawl, id=entry.id))
+    text = report.render(data, fmt)
     return web.Response(text=text, content_type=media_type(fmt), charset="utf-8")
 
 

@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 from crawler import urls
 from crawler.config import DEFAULT_USER_AGENT, CrawlSettings
 from crawler.engine import runner
-from crawler.errors import UsageError
+from crawler.errors import InvalidURLError, UsageError
 from crawler.netguard import parse_networks
 from crawler.service.config import MAX_SEEDS
 from crawler.service.safety import is_private_host
@@ -92,15 +92,47 @@ def _hostname(authority: str) -> str:
 Seed = Annotated[str, Field(min_length=1, max_length=MAX_URL_CHARS), AfterValidator(_check_seed)]
 
 
+def _check_sitemap(value: str) -> str:
+    """An http(s) URL (the guard decides at request time whether it may be fetched)."""
+    if not urls.is_http(value):
+        raise ValueError(f"sitemap {value[:200]!r}: not an http(s) URL")
+    try:
+        urls.normalize(value)
+    except InvalidURLError as exc:
+        raise ValueError(f"sitemap {value[:200]!r}: {exc}") from exc
+    return value
+
+
+def _no_control(value: str) -> str:
+    """No CR, LF or other control character: it would split or forge a header."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError("control characters (CR, LF, ...) are not allowed")
+    return value
+
+
+SitemapUrl = Annotated[
+    str, Field(min_length=1, max_length=MAX_URL_CHARS), AfterValidator(_check_sitemap)
+]
+
+
 class ServiceCrawlSettings(CrawlSettings):
-    """The crawl options (as ``crawler crawl`` takes them), with service limits."""
+    """The crawl options (as ``crawler crawl`` takes them), with service limits.
+
+    Strict types: ``"3"`` or ``true`` for a number is a mistake to report, not
+    to guess at.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     include: list[Pattern] = Field(default_factory=list, max_length=MAX_PATTERNS)
     exclude: list[Pattern] = Field(default_factory=list, max_length=MAX_PATTERNS)
     no_follow: list[Pattern] = Field(default_factory=list, max_length=MAX_PATTERNS)
     max_depth: int | None = Field(default=None, ge=0, le=10_000)
     max_urls: int | None = Field(default=None, ge=1, le=100_000_000)
-    user_agent: str = Field(default=DEFAULT_USER_AGENT, min_length=1, max_length=512)
+    user_agent: Annotated[str, AfterValidator(_no_control)] = Field(
+        default=DEFAULT_USER_AGENT, min_length=1, max_length=512
+    )
+    sitemaps: list[SitemapUrl] = Field(default_factory=list, max_length=MAX_SEEDS)
     headers: dict[str, str] = Field(default_factory=dict, max_length=MAX_HEADERS)
 
 

@@ -306,3 +306,33 @@ def test_openapi_documents_the_guard_on_every_route() -> None:
             assert operation["security"] == [{"bearerAuth": []}]
     open_routes = {route.path for route in ROUTES if not route.needs_token}
     assert open_routes == {"/", "/static/{name}", "/healthz", "/readyz", "/openapi.json"}
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"max_depth": "3"}, "settings.max_depth"),
+        ({"max_retries": True}, "settings.max_retries"),
+        ({"user_agent": "x\r\nX-Injected: 1"}, "settings.user_agent"),
+        ({"sitemaps": ["/etc/passwd"]}, "settings.sitemaps[0]"),
+        ({"sitemaps": ["ftp://example.org/sitemap.xml"]}, "settings.sitemaps[0]"),
+    ],
+)
+def test_settings_are_validated_strictly(
+    service: ServiceProcess, settings: dict[str, Any], field: str
+) -> None:
+    answer = service.request(
+        "POST", "/crawls", {"seeds": ["https://site.example/"], "settings": settings}
+    )
+    assert answer.status == 422, answer.body
+    assert answer.json()["field"] == field
+
+
+def test_the_report_names_the_service_crawl_id(service: ServiceProcess, site: ThreadedSite) -> None:
+    for _ in range(2):
+        created = service.create([site.url("/")], max_retries=0)
+        service.wait_state(created["id"], "finished")
+    report = service.get(f"/crawls/{created['id']}/report?format=json").json()
+    assert report["crawl"]["id"] == created["id"] > 1
+    text = service.get(f"/crawls/{created['id']}/report?format=markdown").body.decode()
+    assert f"crawl {created['id']}," in text
