@@ -89,3 +89,23 @@ async def test_the_form_shows_the_api_error_naming_the_field(
         )
         assert "seeds[0]" in error
         assert "ftp" in error
+
+
+async def test_an_unknown_crawl_and_a_missing_token_are_shown(
+    service: ServiceProcess, tmp_path: Path
+) -> None:
+    async with Browser(tmp_path) as browser:
+        page = await browser.new_page()
+        await page.goto(service.base_url + "/#/crawls/999999")
+        shown = (
+            "(() => { const e = document.getElementById('crawl-error');"
+            " return e.hidden ? null : e.textContent; })()"
+        )
+        error = await page.wait_for(shown)
+        assert "token" in error  # no token entered yet: the 401 says what to do
+        await _fill(page, "token", TOKEN)
+        error = await page.wait_for(
+            "(() => { const e = document.getElementById('crawl-error');"
+            " return e.textContent.includes('999999') ? e.textContent : null; })()"
+        )
+        assert "no crawl with id 999999" in error
