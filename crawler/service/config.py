@@ -194,7 +194,11 @@ def with_token(config: ServiceConfig) -> ServiceConfig:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w", encoding="ascii") as file:
             file.write(token + "\n")
-    return ServiceConfig.model_validate({**config.model_dump(), "token": token})
+    try:
+        return ServiceConfig.model_validate({**config.model_dump(), "token": token})
+    except pydantic.ValidationError as exc:
+        reason = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise UsageError(f"invalid token in {path}: {reason}; delete it to get a new one") from exc
 
 
 def add_security_options(parser: argparse.ArgumentParser) -> None:

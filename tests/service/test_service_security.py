@@ -336,3 +336,10 @@ def test_the_report_names_the_service_crawl_id(service: ServiceProcess, site: Th
     assert report["crawl"]["id"] == created["id"] > 1
     text = service.get(f"/crawls/{created['id']}/report?format=markdown").body.decode()
     assert f"crawl {created['id']}," in text
+
+
+def test_a_bad_token_file_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("short\n")
+    config = service_config.resolve({"data_dir": str(tmp_path)}, environ={})
+    with pytest.raises(UsageError, match=r"invalid token in .*token: must be at least 16"):
+        service_config.with_token(config)
