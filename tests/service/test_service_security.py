@@ -24,6 +24,7 @@ from crawler.service.routes import ROUTES
 from kit.reverse_proxy import ReverseProxy
 from kit.serve_site import ThreadedSite
 from kit.servicekit import TOKEN, Answer, ServiceProcess
+from kit.sitekit import Page
 
 
 def _call(port: int, method: str, path: str, body: Any = None, **headers: str) -> Answer:
@@ -343,3 +344,24 @@ def test_a_bad_token_file_is_a_usage_error(tmp_path: Path) -> None:
     config = service_config.resolve({"data_dir": str(tmp_path)}, environ={})
     with pytest.raises(UsageError, match=r"invalid token in .*token: must be at least 16"):
         service_config.with_token(config)
+
+
+def test_a_catastrophic_pattern_does_not_stall_the_service(service: ServiceProcess) -> None:
+    """``(a+)+$`` against ``/aaaa…a!``: with Python's re, ~2**40 steps per link on the loop."""
+    evil = "/" + "a" * 40 + "!"
+    pages = {"/": Page(links=[f"{evil}{n}" for n in range(50)])}
+    with ThreadedSite(pages) as evil_site:
+        created = service.create([evil_site.url("/")], max_retries=0, exclude=["(a+)+$"])
+        assert service.request("GET", "/healthz", auth=False).status == 200
+        crawl = service.wait_state(created["id"], "finished")
+    assert crawl["progress"]["broken"] == 50  # checked (404), not hung on
+
+
+def test_patterns_too_big_for_re2_are_refused(service: ServiceProcess) -> None:
+    answer = service.request(
+        "POST",
+        "/crawls",
+        {"seeds": ["https://site.example/"], "settings": {"exclude": ["((a{100}){100}){100}"]}},
+    )
+    assert answer.status == 422
+    assert "invalid repetition size" in answer.json()["error"]
