@@ -43,8 +43,8 @@ def check_network(entry: str) -> Network:
     if network.prefixlen < widest:
         raise ValueError(
             f"{entry.strip()} is wider than /{widest}, which would switch the "
-            "private-address guard off; name the private networks to reach, or use "
-            "--allow-private to reach them all"
+            "private-address guard off; name the private networks to reach, or turn the "
+            "guard off openly (crawler serve --allow-private; crawler crawl without -E)"
         )
     return network
 
