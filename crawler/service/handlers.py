@@ -14,11 +14,12 @@ import os
 import tempfile
 
 import pydantic
+import structlog
 from aiohttp import web
 
 from crawler import redact, report
 from crawler.config import CrawlSettings
-from crawler.errors import UsageError
+from crawler.errors import StoreError, UsageError
 from crawler.service.config import MAX_BODY_BYTES
 from crawler.service.manager import ConflictError, CrawlNotFoundError, QueueFullError
 from crawler.service.metrics import CONTENT_TYPE
@@ -39,6 +40,7 @@ MEDIA_TYPES = {
     "sarif": "application/sarif+json",
 }
 DEFAULT_REPORT_FORMAT = "json"
+log = structlog.get_logger(__name__)
 
 
 def media_type(fmt: str) -> str:
@@ -225,7 +227,10 @@ async def crawl_report(request: web.Request) -> web.Response:
         raise ApiError(409, f"crawl {entry.id} has not started yet; no report")
     try:
         data = await asyncio.to_thread(reads.load_report, path, fmt)
-    except UsageError as exc:  # created a moment ago: no crawl row yet; or not readable
+    except StoreError as exc:  # corrupt, foreign, unreadable: the operator's to look at
+        log.error("report_unreadable", crawl_id=entry.id, error=str(exc))
+        raise ApiError(500, f"crawl {entry.id}: its database cannot be read; see the log") from None
+    except UsageError as exc:  # created a moment ago: no crawl row yet
         # The message names the file: the client learns its name, never the server's paths.
         reason = str(exc).replace(str(path.resolve()), path.name).replace(str(path), path.name)
         raise ApiError(409, f"crawl {entry.id}: no report yet ({reason})") from None

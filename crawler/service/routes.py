@@ -195,6 +195,7 @@ ROUTES: tuple[Route, ...] = (
             _error(400, "unknown format"),
             NOT_FOUND,
             _error(409, "the crawl has not started yet"),
+            _error(500, "the crawl's database cannot be read (the log says why)"),
         ),
         (CRAWL_ID, REPORT_FORMAT),
     ),

@@ -365,3 +365,20 @@ def test_patterns_too_big_for_re2_are_refused(service: ServiceProcess) -> None:
     )
     assert answer.status == 422
     assert "invalid repetition size" in answer.json()["error"]
+
+
+def test_a_corrupt_crawl_database_is_a_500_without_paths(
+    service: ServiceProcess, site: ThreadedSite
+) -> None:
+    created = service.create([site.url("/")], max_retries=0)
+    service.wait_state(created["id"], "finished")
+    (path,) = [
+        p for p in (service.data_dir / "crawls").iterdir() if p.name == f"{created['id']}.db"
+    ]
+    for extra in path.parent.glob(path.name + "-*"):
+        extra.unlink()
+    path.write_bytes(b"garbage" * 1000)
+    answer = service.get(f"/crawls/{created['id']}/report")
+    assert answer.status == 500
+    assert str(service.data_dir) not in answer.body.decode()
+    assert any(line.get("event") == "report_unreadable" for line in service.log_lines())
