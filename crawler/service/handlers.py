@@ -40,6 +40,8 @@ MEDIA_TYPES = {
     "sarif": "application/sarif+json",
 }
 DEFAULT_REPORT_FORMAT = "json"
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
 log = structlog.get_logger(__name__)
 
 
@@ -99,15 +101,33 @@ async def crawl_view(service: Service, entry: Entry) -> CrawlView:
 async def list_crawls(request: web.Request) -> web.Response:
     service = _service(request)
     manager = service.manager
-    views = [await crawl_view(service, entry) for entry in manager.entries()]
+    limit = _query_int(request, "limit", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
+    before = _query_int(request, "before", 0, 0, 10**18)  # 0: from the newest
+    newest_first = [e for e in manager.entries() if not before or e.id < before]
+    page = newest_first[:limit]
+    views = [await crawl_view(service, entry) for entry in page]
+    more = len(newest_first) > limit
     return _json(
         CrawlList(
             crawls=views,
             running=manager.count("running"),
             queued=manager.count("queued"),
             max_running=service.config.max_running,
+            total=len(manager.entries()),
+            next=f"/crawls?limit={limit}&before={page[-1].id}" if more and page else None,
         )
     )
+
+
+def _query_int(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    if not raw.isascii() or not raw.isdigit() or not low <= int(raw) <= high:
+        raise ApiError(
+            400, f"invalid {name} {raw[:40]!r}: an integer from {low} to {high}", field=name
+        )
+    return int(raw)
 
 
 async def create_crawl(request: web.Request) -> web.Response:

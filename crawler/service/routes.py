@@ -86,6 +86,20 @@ REPORT_FORMAT = Param(
     "report format, as `crawler report --format`",
     required=False,
 )
+PAGE_LIMIT = Param(
+    "limit",
+    "query",
+    {"type": "integer", "minimum": 1, "maximum": handlers.MAX_PAGE_SIZE, "default": 100},
+    "crawls per page",
+    required=False,
+)
+PAGE_BEFORE = Param(
+    "before",
+    "query",
+    {"type": "integer", "minimum": 1},
+    "only crawls with a smaller id (the `next` link sets it)",
+    required=False,
+)
 STATIC_NAME = Param(
     "name", "path", {"type": "string", "enum": sorted(dashboard.STATIC_FILES)}, "file name"
 )
@@ -127,9 +141,10 @@ ROUTES: tuple[Route, ...] = (
         "/crawls",
         handlers.list_crawls,
         "list_crawls",
-        "All crawls, newest first, with live progress",
+        "Crawls, newest first, with live progress; a page at a time (`next`)",
         "crawls",
-        (Answer(200, "the crawls", CrawlList),),
+        (Answer(200, "the crawls", CrawlList), _error(400, "invalid limit or before")),
+        (PAGE_LIMIT, PAGE_BEFORE),
     ),
     Route(
         "POST",

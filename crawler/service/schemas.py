@@ -178,12 +178,14 @@ class CrawlView(BaseModel):
 
 
 class CrawlList(BaseModel):
-    """Body of ``GET /crawls``: newest first."""
+    """Body of ``GET /crawls``: newest first, a page at a time (``limit``, ``before``)."""
 
     crawls: list[CrawlView]
     running: int
     queued: int
     max_running: int
+    total: int = Field(description="crawls in all")
+    next: str | None = Field(description="the next (older) page, None on the last")
 
 
 class ErrorDetail(BaseModel):

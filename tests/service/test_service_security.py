@@ -382,3 +382,18 @@ def test_a_corrupt_crawl_database_is_a_500_without_paths(
     assert answer.status == 500
     assert str(service.data_dir) not in answer.body.decode()
     assert any(line.get("event") == "report_unreadable" for line in service.log_lines())
+
+
+def test_crawls_are_listed_a_page_at_a_time(tmp_path: Path, site: ThreadedSite) -> None:
+    with ServiceProcess(tmp_path / "data", ["--allow-private"]) as service:
+        ids = [service.create([site.url("/")], max_retries=0)["id"] for _ in range(5)]
+        first = service.get("/crawls?limit=2").json()
+        assert [c["id"] for c in first["crawls"]] == ids[::-1][:2]
+        assert first["total"] == 5
+        second = service.get(first["next"]).json()
+        assert [c["id"] for c in second["crawls"]] == ids[::-1][2:4]
+        last = service.get(second["next"]).json()
+        assert [c["id"] for c in last["crawls"]] == ids[:1]
+        assert last["next"] is None
+        for bad in ("limit=0", "limit=x", "before=-1", "limit=100000"):
+            assert service.get(f"/crawls?{bad}").status == 400, bad
