@@ -16,6 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from crawler import netguard
+from crawler.patterns import compile_pattern
 from crawler.status import parse_accept
 
 DEFAULT_DB = "crawl.db"
@@ -95,10 +97,7 @@ class CrawlSettings(BaseModel):
     @classmethod
     def _compiles(cls, patterns: list[str]) -> list[str]:
         for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
+            compile_pattern(pattern)  # ValueError naming the pattern and RE2's reason
         return patterns
 
     @field_validator("headers")
@@ -124,10 +123,7 @@ class CrawlSettings(BaseModel):
             pattern, sep, credentials = entry.partition(" ")
             if not sep or ":" not in credentials:
                 raise ValueError(f"expected 'URL-REGEX user:password', got {entry!r}")
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
+            compile_pattern(pattern)
         return entries
 
     @field_validator("allow_networks")
@@ -138,6 +134,7 @@ class CrawlSettings(BaseModel):
                 ipaddress.ip_network(entry.strip(), strict=False)
             except ValueError as exc:
                 raise ValueError(f"invalid network {entry!r}: {exc}") from exc
+            netguard.check_network(entry)  # 0.0.0.0/0 would switch the guard off
         return entries
 
     def host_settings(self, host: str) -> HostSettings | None:

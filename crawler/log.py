@@ -11,6 +11,8 @@ from typing import Literal
 
 import structlog
 
+from crawler import redact
+
 LogFormat = Literal["console", "json"]
 LEVELS = ("debug", "info", "warning", "error")
 
@@ -29,6 +31,7 @@ def configure(level: str = "warning", fmt: LogFormat = "console") -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            redact.log_processor,  # no user:password@ of a URL in a log line
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),

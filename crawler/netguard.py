@@ -1,9 +1,11 @@
 """``--exclude-all-private``: never connect to private, loopback or link-local addresses.
 
 Checked after DNS resolution, so a public name that points at an internal
-address is caught as well as an IP literal: ``crawler.resolver`` wraps
-aiohttp's resolver with these checks; an IP literal never reaches a resolver,
-so ``scope`` checks literals itself with ``is_private_host``. No aiohttp
+address is caught as well as an IP literal: ``crawler.net.resolver`` wraps
+aiohttp's resolver with these checks and guards every request the fetcher
+sends; ``scope`` checks literals too with ``is_private_host``, so a link is
+recorded as excluded without a request. An IPv6 address that carries an IPv4
+one (mapped, 6to4, NAT64) is classified by the IPv4 address. No aiohttp
 here: the parse helpers import this module.
 """
 
@@ -13,6 +15,12 @@ import ipaddress
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Allowed = tuple[Network, ...]
+IP = ipaddress.IPv4Address | ipaddress.IPv6Address
+# NAT64's well-known prefix: the last 32 bits are the IPv4 address reached.
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+# An allowed network this wide (a /7 or wider) reaches most of the Internet's
+# private space at once: ``0.0.0.0/0`` turns the guard off, so it is refused.
+MIN_ALLOWED_PREFIX = {4: 8, 6: 16}
 
 
 class PrivateAddressError(OSError):
@@ -24,15 +32,44 @@ def parse_networks(entries: list[str]) -> Allowed:
     return tuple(ipaddress.ip_network(entry.strip(), strict=False) for entry in entries)
 
 
+def check_network(entry: str) -> Network:
+    """One ``--allow-network`` value, refused (ValueError) when it is too wide to mean it.
+
+    ``0.0.0.0/0`` would switch the guard off without a word; whoever wants
+    that says ``--allow-private`` instead.
+    """
+    network = ipaddress.ip_network(entry.strip(), strict=False)
+    widest = MIN_ALLOWED_PREFIX[network.version]
+    if network.prefixlen < widest:
+        raise ValueError(
+            f"{entry.strip()} is wider than /{widest}, which would switch the "
+            "private-address guard off; name the private networks to reach, or turn the "
+            "guard off openly (crawler serve --allow-private; crawler crawl without -E)"
+        )
+    return network
+
+
+def embedded_ipv4(ip: IP) -> IP:
+    """The IPv4 address an IPv6 address carries (mapped, 6to4 ``2002::/16``, NAT64),
+    which is where a packet to it ends up; any other address unchanged."""
+    if isinstance(ip, ipaddress.IPv4Address):
+        return ip
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip
+
+
 def is_private_address(address: str, allowed: Allowed = ()) -> bool:
     """Not public (private, shared, loopback, link-local, reserved, multicast,
     unspecified) and not in an allowed network."""
     try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
+        ip = embedded_ipv4(ipaddress.ip_address(address.split("%", 1)[0]))
     except ValueError:
         return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
     if any(ip in network for network in allowed):
         return False
     return bool(

@@ -7,7 +7,6 @@ another). Pure: values in, a ``Discovered`` out.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
@@ -16,6 +15,7 @@ from crawler import urls
 from crawler.errors import InvalidURLError
 from crawler.models import Discovered, ResultClass, UrlKind
 from crawler.netguard import Allowed, is_private_host, parse_networks
+from crawler.patterns import Pattern, compile_pattern
 
 if TYPE_CHECKING:
     from crawler.config import CrawlSettings
@@ -36,9 +36,9 @@ class Scope:
     hosts: frozenset[str]
     domains: tuple[str, ...]
     prefixes: tuple[str, ...]
-    include: tuple[re.Pattern[str], ...]
-    exclude: tuple[re.Pattern[str], ...]
-    no_follow: tuple[re.Pattern[str], ...]
+    include: tuple[Pattern, ...]
+    exclude: tuple[Pattern, ...]
+    no_follow: tuple[Pattern, ...]
     max_depth: int | None
     internal_only: bool
     exclude_all_private: bool = False
@@ -60,9 +60,9 @@ class Scope:
             hosts=hosts,
             domains=domains,
             prefixes=prefixes,
-            include=tuple(re.compile(p) for p in settings.include),
-            exclude=tuple(re.compile(p) for p in settings.exclude),
-            no_follow=tuple(re.compile(p) for p in settings.no_follow),
+            include=tuple(compile_pattern(p) for p in settings.include),
+            exclude=tuple(compile_pattern(p) for p in settings.exclude),
+            no_follow=tuple(compile_pattern(p) for p in settings.no_follow),
             max_depth=settings.max_depth,
             internal_only=settings.internal_only,
             exclude_all_private=settings.exclude_all_private,

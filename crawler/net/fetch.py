@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import re
 import ssl
 import time
 import urllib.request
@@ -27,8 +26,9 @@ from crawler.config import CrawlSettings
 from crawler.errors import FailureKind
 from crawler.fetch_types import Fetched
 from crawler.net import cookies, localsite
-from crawler.net.resolver import PublicOnlyResolver
+from crawler.net.resolver import AddressGuard
 from crawler.netguard import PrivateAddressError, parse_networks
+from crawler.patterns import compile_pattern
 
 __all__ = ["Fetched", "Fetcher", "classify_exception"]
 
@@ -52,8 +52,16 @@ class Fetcher:
             for scheme, address in urllib.request.getproxies_environment().items()
             if scheme in ("http", "https")
         }
+        self._guard = (
+            AddressGuard(
+                parse_networks(settings.allow_networks),
+                proxies=[proxy.raw_host or "" for proxy in self._proxies.values()],
+            )
+            if settings.exclude_all_private
+            else None
+        )
         self._auth = [
-            (re.compile(pattern), "Basic " + base64.b64encode(credentials.encode()).decode())
+            (compile_pattern(pattern), "Basic " + base64.b64encode(credentials.encode()).decode())
             for pattern, _, credentials in (e.partition(" ") for e in settings.basic_auth)
         ]
 
@@ -64,11 +72,7 @@ class Fetcher:
             limit_per_host=0,
             ttl_dns_cache=300,
             ssl=not settings.insecure,
-            resolver=(
-                PublicOnlyResolver(parse_networks(settings.allow_networks))
-                if settings.exclude_all_private
-                else None
-            ),
+            resolver=self._guard.resolver if self._guard is not None else None,
         )
         jar: aiohttp.abc.AbstractCookieJar = aiohttp.DummyCookieJar()
         if settings.cookie_jar:
@@ -96,6 +100,8 @@ class Fetcher:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self._guard is not None:
+            await self._guard.resolver.close()
         if self._jar is not None and self._settings.cookie_jar:
             cookies.save(self._jar, self._settings.cookie_jar)
 
@@ -117,6 +123,7 @@ class Fetcher:
         return fetched
 
     async def _request(self, method: str, url: str, *, read: Read) -> Fetched:
+        """The one path of every request: the address guard, then aiohttp (or the local site)."""
         if self._local_root is not None and localsite.is_local_url(url):
             return await localsite.fetch(
                 self._local_root,
@@ -130,12 +137,16 @@ class Fetcher:
         fetched = Fetched(method=method)
         headers = self._per_request(url)
         try:
+            target = URL(url, encoded=True)
+            proxy = self._proxy(target)
+            if self._guard is not None:  # every request the crawler makes passes here
+                await self._guard.check(target, via_proxy=proxy is not None)
             async with self._session.request(
                 method,
-                URL(url, encoded=True),
+                target,
                 allow_redirects=False,
                 headers=headers,
-                proxy=self._proxy(url),
+                proxy=proxy,
             ) as response:
                 self._take_headers(response, fetched)
                 wanted = read == "any" or (read == "html" and (fetched.is_html or fetched.is_css))
@@ -147,11 +158,10 @@ class Fetcher:
         fetched.elapsed_ms = int((time.monotonic() - started) * 1000)
         return fetched
 
-    def _proxy(self, url: str) -> URL | None:
+    def _proxy(self, parsed: URL) -> URL | None:
         """The proxy for this URL from HTTP(S)_PROXY, unless NO_PROXY covers its host."""
         if not self._proxies:
             return None
-        parsed = URL(url, encoded=True)
         proxy = self._proxies.get(parsed.scheme)
         if proxy is None or urllib.request.proxy_bypass(parsed.host or ""):
             return None

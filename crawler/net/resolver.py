@@ -1,26 +1,56 @@
-"""The resolver for ``--exclude-all-private``: aiohttp's, refusing private addresses."""
+"""The private-address guard at the network's edge: every request passes ``AddressGuard``.
+
+``--exclude-all-private`` (the service's default) means no request reaches a
+private, loopback or link-local address, whatever asked for it: a page, a
+link check, a redirect hop, robots.txt, a sitemap from the settings, a
+robots ``Sitemap:`` line or a nested sitemap index. ``Fetcher._request`` is
+the one path every one of those takes, and it asks ``AddressGuard.check``
+first:
+
+- an IP literal (which never reaches a resolver) is classified at once;
+- a name is checked by ``PublicOnlyResolver`` when aiohttp resolves it to
+  connect, so the address checked is the address connected to (no window
+  for DNS rebinding);
+- a name sent through a proxy (``HTTP_PROXY``/``HTTPS_PROXY``) is never
+  resolved here by aiohttp, so the guard resolves it itself and refuses a
+  private answer before the request is handed to the proxy. The proxy
+  resolves the name again: a DNS server that answers differently the second
+  time can still steer the proxy; deny private targets on the proxy too
+  (README, "Proxies").
+
+The proxy's own address is the operator's choice and is not checked.
+"""
 
 from __future__ import annotations
 
+import ipaddress
 import socket
+from collections.abc import Iterable
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
+from yarl import URL
 
 from crawler.netguard import Allowed, PrivateAddressError, is_private_address
 
 
 class PublicOnlyResolver(AbstractResolver):
-    """Resolves as usual, then refuses names with any non-public address."""
+    """Resolves as usual, then refuses names with any non-public address.
 
-    def __init__(self, allowed: Allowed = ()) -> None:
+    ``exempt`` names (the configured proxies) resolve unchecked.
+    """
+
+    def __init__(self, allowed: Allowed = (), exempt: Iterable[str] = ()) -> None:
         self._inner = DefaultResolver()
         self._allowed = allowed
+        self._exempt = frozenset(name.lower() for name in exempt)
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         results = await self._inner.resolve(host, port, family)
+        if host.lower() in self._exempt:
+            return results
         for result in results:
             if is_private_address(str(result["host"]), self._allowed):
                 raise PrivateAddressError(f"{host} resolves to {result['host']}, a private address")
@@ -28,3 +58,24 @@ class PublicOnlyResolver(AbstractResolver):
 
     async def close(self) -> None:
         await self._inner.close()
+
+
+class AddressGuard:
+    """Refuses a request to a private address before it is sent (see the module docstring)."""
+
+    def __init__(self, allowed: Allowed = (), proxies: Iterable[str] = ()) -> None:
+        self.allowed = allowed
+        self.resolver = PublicOnlyResolver(allowed, exempt=proxies)
+
+    async def check(self, url: URL, *, via_proxy: bool) -> None:
+        """Raise ``PrivateAddressError`` when ``url`` would reach a private address."""
+        host = url.raw_host or ""
+        try:
+            literal = ipaddress.ip_address(host.split("%", 1)[0])
+        except ValueError:
+            literal = None
+        if literal is not None:
+            if is_private_address(str(literal), self.allowed):
+                raise PrivateAddressError(f"{host} is a private address")
+        elif via_proxy:
+            await self.resolver.resolve(host, url.port or 0, socket.AF_UNSPEC)

@@ -17,6 +17,7 @@ maps a format's name (the CLI's ``-f`` choice) to its ``Format``:
 
 from __future__ import annotations
 
+from crawler import redact
 from crawler.report import csv, html, json, jsonl, junit, markdown, sarif, text
 from crawler.report.model import ALL_PARTS, Format, Part, ReportData
 
@@ -42,5 +43,5 @@ FORMATS: tuple[str, ...] = tuple(REGISTRY)
 
 
 def render(data: ReportData, fmt: str) -> str:
-    """The report in one of ``FORMATS``."""
-    return get(fmt).render(data)
+    """The report in one of ``FORMATS``, without credentials in its URLs."""
+    return redact.credentials(get(fmt).render(data))

@@ -23,6 +23,7 @@ from aiohttp import web
 
 from crawler.service import dashboard, openapi
 from crawler.service.config import MAX_BODY_BYTES, ServiceConfig
+from crawler.service.connections import ConnectionGuard
 from crawler.service.middleware import errors, guard
 from crawler.service.routes import ROUTES
 from crawler.service.state import OPENAPI, SERVICE, Service
@@ -70,9 +71,19 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
 
 async def serve(config: ServiceConfig) -> None:
     """Serve until SIGTERM or SIGINT, then shut down gracefully."""
+    # Crawl databases hold credentials (headers, basic auth, cookies): this
+    # user's only, whatever the umask the service was started with.
+    os.umask(0o077)
+    for directory in (config.data_dir, config.crawls_dir):
+        if directory.is_dir():
+            directory.chmod(0o700)
     app = build_app(config)
     runner = web.AppRunner(
-        app, handle_signals=False, access_log=None, shutdown_timeout=HTTP_SHUTDOWN_TIMEOUT_S
+        app,
+        handle_signals=False,
+        access_log=None,
+        shutdown_timeout=HTTP_SHUTDOWN_TIMEOUT_S,
+        keepalive_timeout=config.read_timeout_s,
     )
     stop = asyncio.Event()
     received: list[int] = []
@@ -87,6 +98,12 @@ async def serve(config: ServiceConfig) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
     await runner.setup()
+    assert runner.server is not None
+    ConnectionGuard(
+        runner.server,
+        max_connections=config.max_connections,
+        read_timeout_s=config.read_timeout_s,
+    )
     try:
         site = web.TCPSite(runner, config.host, config.port)
         await site.start()
@@ -98,6 +115,8 @@ async def serve(config: ServiceConfig) -> None:
             storage=app[SERVICE].manager.store.describe(),
             max_running=config.max_running,
             token=config.token is not None,
+            public_reads=config.public_reads,
+            allowed_hosts=config.allowed_hosts,
         )
         await stop.wait()
         log.info("service_stopping", signal=signal.Signals(received[0]).name)

@@ -120,6 +120,7 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         dest="shutdown_timeout_s",
         help=f"on SIGTERM, how long in-flight requests may finish [{env['shutdown_timeout_s']}]",
     )
+    service_config.add_security_options(parser)
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -130,6 +131,7 @@ def run_serve(args: argparse.Namespace) -> int:
         _check_safe(config)
         if config.db is None:
             config.crawls_dir.mkdir(parents=True, exist_ok=True)
+        config = service_config.with_token(config)
     except UsageError as exc:
         print(f"crawler: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -7,8 +7,10 @@ settings are not here: each crawl brings its own in the request body.
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import os
+import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +18,7 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from crawler import netguard
 from crawler.config import DEFAULT_SHUTDOWN_TIMEOUT_S
 from crawler.errors import UsageError
 
@@ -25,6 +28,15 @@ DEFAULT_DATA_DIR = "crawler-data"
 DEFAULT_MAX_RUNNING = 2
 DEFAULT_LOG_LEVEL: Literal["info"] = "info"
 DEFAULT_LOG_FORMAT: Literal["json"] = "json"
+# What one crawl created over HTTP may ask for (the operator raises or lowers it):
+# 4,096 connections with no interval would make the service a traffic amplifier.
+DEFAULT_MAX_CRAWL_CONCURRENCY = 64
+DEFAULT_MAX_HOST_CONCURRENCY = 8
+# Slow clients: a request's headers and body must arrive within these, and at
+# most this many connections are open at once (the rest wait in the backlog).
+DEFAULT_READ_TIMEOUT_S = 15.0
+DEFAULT_MAX_CONNECTIONS = 256
+TOKEN_FILE = "token"  # noqa: S105 - a file name, not a secret
 MIN_TOKEN_CHARS = 16
 MAX_BODY_BYTES = 64 * 1024
 MAX_SEEDS = 100
@@ -44,6 +56,23 @@ ENVIRONMENT = {
     "log_level": "CRAWLER_LOG_LEVEL",
     "log_format": "CRAWLER_LOG_FORMAT",
     "shutdown_timeout_s": "CRAWLER_SHUTDOWN_TIMEOUT_S",
+    "no_token": "CRAWLER_NO_TOKEN",
+    "public_reads": "CRAWLER_PUBLIC_READS",
+    "allowed_hosts": "CRAWLER_ALLOWED_HOSTS",
+    "local_roots": "CRAWLER_LOCAL_ROOTS",
+    "max_crawl_concurrency": "CRAWLER_MAX_CRAWL_CONCURRENCY",
+    "max_host_concurrency": "CRAWLER_MAX_HOST_CONCURRENCY",
+    "read_timeout_s": "CRAWLER_READ_TIMEOUT_S",
+    "max_connections": "CRAWLER_MAX_CONNECTIONS",
+}
+BOOLEANS = ("allow_private", "no_token", "public_reads")
+LISTS = ("allow_networks", "allowed_hosts", "local_roots")
+
+# Flags whose name is not the field's (a repeatable flag is singular).
+FLAGS = {
+    "allow_networks": "--allow-network",
+    "allowed_hosts": "--allowed-host",
+    "local_roots": "--local-root",
 }
 
 
@@ -67,21 +96,50 @@ class ServiceConfig(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = DEFAULT_LOG_LEVEL
     log_format: Literal["console", "json"] = DEFAULT_LOG_FORMAT
     shutdown_timeout_s: float = Field(default=DEFAULT_SHUTDOWN_TIMEOUT_S, ge=0, le=600)
+    no_token: bool = False
+    public_reads: bool = False
+    allowed_hosts: list[str] = Field(default_factory=list)
+    local_roots: list[Path] = Field(default_factory=list)
+    max_crawl_concurrency: int = Field(default=DEFAULT_MAX_CRAWL_CONCURRENCY, ge=1, le=4096)
+    max_host_concurrency: int = Field(default=DEFAULT_MAX_HOST_CONCURRENCY, ge=1, le=1024)
+    read_timeout_s: float = Field(default=DEFAULT_READ_TIMEOUT_S, gt=0, le=3600)
+    max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, ge=1, le=100_000)
 
     @pydantic.field_validator("token")
     @classmethod
     def _token_strength(cls, token: str | None) -> str | None:
-        if token is None or token == "":
+        # A token read from a file or a secret often ends with a newline: the
+        # client sends it without, so it would never match.
+        token = None if token is None else token.strip()
+        if not token:
             return None
         if len(token) < MIN_TOKEN_CHARS:
             raise ValueError(f"must be at least {MIN_TOKEN_CHARS} characters")
+        if not token.isascii() or not token.isprintable() or " " in token:
+            raise ValueError("must be printable ASCII without spaces")
         return token
+
+    @pydantic.field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, names: list[str]) -> list[str]:
+        return [name.strip().lower() for name in names if name.strip()]
+
+    @pydantic.field_validator("local_roots")
+    @classmethod
+    def _roots(cls, roots: list[Path]) -> list[Path]:
+        return [root.resolve() for root in roots]
+
+    @pydantic.model_validator(mode="after")
+    def _one_token_mode(self) -> ServiceConfig:
+        if self.no_token and self.token is not None:
+            raise ValueError("--no-token and a token: choose one")
+        return self
 
     @pydantic.field_validator("allow_networks")
     @classmethod
     def _networks(cls, entries: list[str]) -> list[str]:
         for entry in entries:
-            ipaddress.ip_network(entry.strip(), strict=False)  # ValueError names it
+            netguard.check_network(entry)  # ValueError names it; 0.0.0.0/0 refused
         return entries
 
     @pydantic.field_validator("db")
@@ -114,17 +172,112 @@ def resolve(flags: Mapping[str, Any], environ: Mapping[str, str] | None = None) 
     for field, value in flags.items():
         if value is not None:
             values[field] = value
-            sources[field] = "--" + field.removesuffix("_s").replace("_", "-")
-    if isinstance(values.get("allow_networks"), str):  # CRAWLER_ALLOW_NETWORKS=a,b
-        values["allow_networks"] = [n for n in values["allow_networks"].split(",") if n.strip()]
-    if isinstance(values.get("allow_private"), str):
-        values["allow_private"] = _env_bool(values["allow_private"], sources["allow_private"])
+            sources[field] = FLAGS.get(field, "--" + field.removesuffix("_s").replace("_", "-"))
+    for name in LISTS:
+        if isinstance(values.get(name), str):  # CRAWLER_ALLOW_NETWORKS=a,b
+            values[name] = [n for n in values[name].split(",") if n.strip()]
+    for name in BOOLEANS:
+        if isinstance(values.get(name), str):
+            values[name] = _env_bool(values[name], sources[name])
     try:
         return ServiceConfig.model_validate(values)
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else ""
-        raise UsageError(f"invalid {sources.get(field, field)}: {first['msg']}") from exc
+        message = str(first["msg"]).removeprefix("Value error, ")
+        if not field:
+            raise UsageError(message) from exc
+        raise UsageError(f"invalid {sources.get(field, field)}: {message}") from exc
+
+
+def with_token(config: ServiceConfig) -> ServiceConfig:
+    """The config with a token: the configured one, else the one kept in the data
+    directory (``token``, mode 0600), created on first start. ``--no-token`` keeps none.
+
+    Without a token anyone who reaches the port may read and write, and a
+    reverse proxy on this machine makes every request look local; so the
+    service that starts with no options is the safe one.
+    """
+    if config.token is not None or config.no_token:
+        return config
+    path = config.data_dir / TOKEN_FILE
+    try:
+        token = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        token = secrets.token_urlsafe(32)
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="ascii") as file:
+            file.write(token + "\n")
+    try:
+        return ServiceConfig.model_validate({**config.model_dump(), "token": token})
+    except pydantic.ValidationError as exc:
+        reason = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise UsageError(f"invalid token in {path}: {reason}; delete it to get a new one") from exc
+
+
+def add_security_options(parser: argparse.ArgumentParser) -> None:
+    """The flags of the service's safety limits (``crawler serve --help``)."""
+    env = ENVIRONMENT
+    parser.add_argument(
+        "--no-token",
+        action="store_true",
+        default=None,
+        help="serve without a token (reads and writes open to whoever reaches the port; "
+        "loopback only, never behind a proxy). Without this or a token, one is generated "
+        f"in DATA_DIR/{TOKEN_FILE} [{env['no_token']}]",
+    )
+    parser.add_argument(
+        "--public-reads",
+        action="store_true",
+        default=None,
+        help=f"GET needs no token (reports show a site's structure) [{env['public_reads']}]",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        dest="allowed_hosts",
+        metavar="NAME",
+        help="a Host header to answer besides loopback ones, e.g. crawler.example.org "
+        f"(repeatable) [{env['allowed_hosts']}, comma-separated]",
+    )
+    parser.add_argument(
+        "--local-root",
+        action="append",
+        dest="local_roots",
+        metavar="DIR",
+        help="let API seeds name directories under DIR (repeatable; none by default) "
+        f"[{env['local_roots']}, comma-separated]",
+    )
+    parser.add_argument(
+        "--max-crawl-concurrency",
+        type=int,
+        metavar="N",
+        help=f"highest max_concurrency a crawl may ask for (default "
+        f"{DEFAULT_MAX_CRAWL_CONCURRENCY}) [{env['max_crawl_concurrency']}]",
+    )
+    parser.add_argument(
+        "--max-host-concurrency",
+        type=int,
+        metavar="N",
+        help=f"highest host_concurrency a crawl may ask for (default "
+        f"{DEFAULT_MAX_HOST_CONCURRENCY}) [{env['max_host_concurrency']}]",
+    )
+    parser.add_argument(
+        "--read-timeout",
+        type=float,
+        metavar="SECONDS",
+        dest="read_timeout_s",
+        help=f"a request's headers and body must arrive within this (default "
+        f"{DEFAULT_READ_TIMEOUT_S:g}) [{env['read_timeout_s']}]",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help=f"connections open at once (default {DEFAULT_MAX_CONNECTIONS}) "
+        f"[{env['max_connections']}]",
+    )
 
 
 def _env_bool(raw: str, name: str) -> bool:

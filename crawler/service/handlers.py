@@ -8,17 +8,21 @@ it is.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import datetime as dt
 
 import pydantic
+import structlog
 from aiohttp import web
 
-from crawler import report
+from crawler import redact, report
 from crawler.config import CrawlSettings
+from crawler.errors import StoreError, UsageError
 from crawler.service.config import MAX_BODY_BYTES
 from crawler.service.manager import ConflictError, CrawlNotFoundError, QueueFullError
 from crawler.service.metrics import CONTENT_TYPE
-from crawler.service.safety import guard_settings, redact_settings
+from crawler.service.safety import check_guard_asked, check_limits, guard_settings, redact_settings
 from crawler.service.schemas import (
     CrawlCreate,
     CrawlList,
@@ -42,6 +46,9 @@ MEDIA_TYPES = {
     "sarif": "application/sarif+json",
 }
 DEFAULT_REPORT_FORMAT = "json"
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+log = structlog.get_logger(__name__)
 
 
 def media_type(fmt: str) -> str:
@@ -82,13 +89,13 @@ async def crawl_view(service: Service, entry: Entry) -> CrawlView:
     return CrawlView(
         id=entry.id,
         state=manager.shown_state(entry),  # type: ignore[arg-type]  # one of CrawlState
-        seeds=entry.seeds,
-        settings=redact_settings(entry.settings),
+        seeds=redact.values(entry.seeds),
+        settings=redact.values(redact_settings(entry.settings)),
         created_at=created,
         started_at=_time(entry.started_at),
         finished_at=_time(entry.finished_at),
         queue_position=manager.queue_position(entry),
-        error=entry.error,
+        error=None if entry.error is None else redact.credentials(entry.error),
         progress=await manager.progress(entry),
         workers=manager.workers(entry),
         report_url=f"/crawls/{entry.id}/report",
@@ -101,15 +108,33 @@ async def crawl_view(service: Service, entry: Entry) -> CrawlView:
 async def list_crawls(request: web.Request) -> web.Response:
     service = _service(request)
     manager = service.manager
-    views = [await crawl_view(service, entry) for entry in manager.entries()]
+    limit = _query_int(request, "limit", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
+    before = _query_int(request, "before", 0, 0, 10**18)  # 0: from the newest
+    newest_first = [e for e in manager.entries() if not before or e.id < before]
+    page = newest_first[:limit]
+    views = [await crawl_view(service, entry) for entry in page]
+    more = len(newest_first) > limit
     return _json(
         CrawlList(
             crawls=views,
             running=manager.count("running"),
             queued=manager.count("queued"),
             max_running=service.config.max_running,
+            total=len(manager.entries()),
+            next=f"/crawls?limit={limit}&before={page[-1].id}" if more and page else None,
         )
     )
+
+
+def _query_int(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    if not raw.isascii() or not raw.isdigit() or not low <= int(raw) <= high:
+        raise ApiError(
+            400, f"invalid {name} {raw[:40]!r}: an integer from {low} to {high}", field=name
+        )
+    return int(raw)
 
 
 async def create_crawl(request: web.Request) -> web.Response:
@@ -121,13 +146,23 @@ async def create_crawl(request: web.Request) -> web.Response:
             context={
                 "allow_private": service.config.allow_private,
                 "allow_networks": service.config.allow_networks,
+                "local_roots": service.config.local_roots,
             },
         )
     except pydantic.ValidationError as exc:
         raise ApiError.from_validation(exc) from None
     try:
+        asked = create.settings.model_dump(mode="json")
+        check_guard_asked(
+            asked, create.settings.model_fields_set, allow_private=service.config.allow_private
+        )
+        check_limits(
+            asked,
+            max_concurrency=service.config.max_crawl_concurrency,
+            max_host=service.config.max_host_concurrency,
+        )
         guarded = guard_settings(
-            create.settings.model_dump(mode="json"),
+            asked,
             allow_private=service.config.allow_private,
             allow_networks=service.config.allow_networks,
         )
@@ -152,10 +187,14 @@ async def _read_json_body(request: web.Request) -> bytes:
         raise ApiError(415, "send the body as application/json", field="Content-Type")
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+    timeout_s = _service(request).config.read_timeout_s
     try:
-        return await request.read()
+        async with asyncio.timeout(timeout_s):
+            return await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes") from None
+    except TimeoutError:
+        raise ApiError(408, f"request body not received within {timeout_s:g} s") from None
 
 
 async def get_crawl(request: web.Request) -> web.Response:
@@ -223,9 +262,18 @@ async def crawl_report(request: web.Request) -> web.Response:
             f"invalid format {fmt[:40]!r}: choose from {', '.join(report.FORMATS)}",
             field="format",
         )
-    data = await service.manager.store.load_report(entry.id, fmt)
+    try:
+        data = await service.manager.store.load_report(entry.id, fmt)
+    except StoreError as exc:  # corrupt, foreign, unreadable: the operator's to look at
+        log.error("report_unreadable", crawl_id=entry.id, error=str(exc))
+        raise ApiError(500, f"crawl {entry.id}: its database cannot be read; see the log") from None
+    except UsageError:  # created a moment ago: no crawl row yet (the reason may name paths)
+        raise ApiError(409, f"crawl {entry.id}: no report yet") from None
     if data is None:
         raise ApiError(409, f"crawl {entry.id} has not started yet; no report")
+    # A SQLite crawl file holds one crawl, numbered 1 inside it: the report shows the
+    # service's id, the one the client knows.
+    data = dataclasses.replace(data, crawl=dataclasses.replace(data.crawl, id=entry.id))
     text = report.render(data, fmt)
     return web.Response(text=text, content_type=media_type(fmt), charset="utf-8")
 

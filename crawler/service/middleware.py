@@ -3,10 +3,14 @@
 - ``errors``: ``ApiError`` and aiohttp's own HTTP errors (unknown route, wrong
   method, body too large) become an ``ErrorBody``; anything else is logged and
   answered 500 without details. Each answer is counted in the metrics.
-- ``guard``: writes need ``Authorization: Bearer TOKEN`` when a token is
-  configured (compared in constant time), and are refused when a browser
-  sends them from another origin. Without a token (loopback only), a Host
-  header that is not loopback is refused: that is DNS rebinding.
+- ``guard``, for every request: a ``Host`` that is neither a loopback name
+  nor one the operator allowed (``--allowed-host``) is refused (DNS
+  rebinding). With a token, everything but the dashboard's files and the
+  probes needs ``Authorization: Bearer TOKEN`` (compared in constant time);
+  ``--public-reads`` opens GET. Writes from another origin are refused.
+  With ``--no-token``, a request a proxy forwarded (``X-Forwarded-For``,
+  ``Forwarded``, ``Via``...) is refused: behind a proxy every request looks
+  local, so a tokenless service must not be reachable through one.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import structlog
 from aiohttp import web
 from yarl import URL
 
-from crawler.service.safety import is_loopback_host_header, token_matches
+from crawler.service.safety import is_allowed_host, token_matches
 from crawler.service.state import SERVICE, ApiError
 
 log = structlog.get_logger(__name__)
@@ -26,6 +30,17 @@ log = structlog.get_logger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+# Open without a token: the dashboard's own files, the probes, the API's description.
+OPEN_PATHS = frozenset({"/", "/healthz", "/readyz", "/openapi.json"})
+# Headers a reverse proxy adds (nginx's, Caddy's, Traefik's, Apache's defaults or usual configs).
+FORWARDING_HEADERS = (
+    "X-Forwarded-For",
+    "Forwarded",
+    "X-Real-IP",
+    "X-Forwarded-Host",
+    "X-Forwarded-Proto",
+    "Via",
+)
 
 
 def _error_response(error: ApiError) -> web.Response:
@@ -69,27 +84,58 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         route=route,
         status=response.status,
         elapsed_ms=elapsed_ms,
+        client=request.remote,
+        # as a proxy says (not trusted: for the audit trail only)
+        forwarded_for=request.headers.get("X-Forwarded-For"),
     )
     return response
 
 
 @web.middleware
 async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-    token = request.app[SERVICE].config.token
-    if token is None and not is_loopback_host_header(request.host):
-        raise ApiError(403, "this service answers only to a loopback Host without a token")
+    config = request.app[SERVICE].config
+    if not is_allowed_host(request.host, config.allowed_hosts):
+        raise ApiError(
+            403,
+            f"Host {request.host[:80]!r} is not one this service answers to "
+            "(loopback names, and those given with --allowed-host)",
+            field="Host",
+        )
+    if config.token is None:
+        forwarded = [name for name in FORWARDING_HEADERS if name in request.headers]
+        if forwarded:
+            raise ApiError(
+                403,
+                f"a request forwarded by a proxy ({forwarded[0]}) to a service without a "
+                "token: set a token to serve behind a proxy",
+                field=forwarded[0],
+            )
     if request.method in WRITE_METHODS:
         origin = request.headers.get("Origin")
         if origin is not None and not _same_origin(origin, request.host):
             raise ApiError(403, f"cross-origin write from {origin[:80]!r} refused")
-        if token is not None and not token_matches(request.headers.get("Authorization"), token):
-            raise ApiError(
-                401,
-                "this needs Authorization: Bearer TOKEN (the service's --token)",
-                field="Authorization",
-                headers={"WWW-Authenticate": 'Bearer realm="crawler"'},
-            )
+    token = config.token
+    if (
+        token is not None
+        and _needs_token(request, public_reads=config.public_reads)
+        and not token_matches(request.headers.get("Authorization"), token)
+    ):
+        raise ApiError(
+            401,
+            "this needs Authorization: Bearer TOKEN (the service's token)",
+            field="Authorization",
+            headers={"WWW-Authenticate": 'Bearer realm="crawler"'},
+        )
     return await handler(request)
+
+
+def _needs_token(request: web.Request, *, public_reads: bool) -> bool:
+    if request.method in WRITE_METHODS:
+        return True
+    path = request.path
+    if path in OPEN_PATHS or path.startswith("/static/"):
+        return False
+    return not public_reads
 
 
 def _same_origin(origin: str, host: str) -> bool:

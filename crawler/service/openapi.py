@@ -49,7 +49,7 @@ def _schemas() -> tuple[dict[tuple[type[BaseModel], Mode], str], dict[str, Any]]
     for route in ROUTES:
         if route.body is not None:
             wanted.add((route.body, "validation"))
-        for answer in route.answers:
+        for answer in route.documented_answers:
             if answer.model is not None:
                 wanted.add((answer.model, "serialization"))
     ordered = sorted(wanted, key=lambda item: (item[0].__name__, item[1]))
@@ -81,9 +81,9 @@ def _operation(route: Route, refs: dict[tuple[type[BaseModel], Mode], str]) -> d
             "required": True,
             "content": {"application/json": {"schema": {"$ref": refs[(route.body, "validation")]}}},
         }
-    if route.writes:
+    if route.needs_token:
         operation["security"] = [{"bearerAuth": []}]
-    for answer in route.answers:
+    for answer in route.documented_answers:
         response: dict[str, Any] = {"description": answer.description}
         content: dict[str, Any] = {}
         if answer.model is not None:

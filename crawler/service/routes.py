@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from crawler import report
 from crawler.service import dashboard, handlers
+from crawler.service.middleware import OPEN_PATHS, WRITE_METHODS
 from crawler.service.schemas import (
     CrawlCreate,
     CrawlList,
@@ -60,8 +61,22 @@ class Route:
 
     @property
     def writes(self) -> bool:
-        """Write routes need the bearer token when one is configured."""
-        return self.method in ("POST", "PUT", "PATCH", "DELETE")
+        return self.method in WRITE_METHODS
+
+    @property
+    def needs_token(self) -> bool:
+        """Everything but the dashboard's files, the probes and this document
+        (``middleware.guard``; ``--public-reads`` opens GET)."""
+        return self.writes or not (self.path in OPEN_PATHS or self.path.startswith("/static/"))
+
+    @property
+    def documented_answers(self) -> tuple[Answer, ...]:
+        """Its own answers and those every route may give (the guard's, 405, 500)."""
+        extra = [FORBIDDEN, METHOD_NOT_ALLOWED, INTERNAL]
+        if self.needs_token:
+            extra.insert(0, UNAUTHORIZED)
+        have = {answer.status for answer in self.answers}
+        return self.answers + tuple(a for a in extra if a.status not in have)
 
 
 CRAWL_ID = Param("crawl_id", "path", {"type": "integer", "minimum": 1}, "the crawl's id")
@@ -70,6 +85,20 @@ REPORT_FORMAT = Param(
     "query",
     {"type": "string", "enum": list(report.FORMATS), "default": handlers.DEFAULT_REPORT_FORMAT},
     "report format, as `crawler report --format`",
+    required=False,
+)
+PAGE_LIMIT = Param(
+    "limit",
+    "query",
+    {"type": "integer", "minimum": 1, "maximum": handlers.MAX_PAGE_SIZE, "default": 100},
+    "crawls per page",
+    required=False,
+)
+PAGE_BEFORE = Param(
+    "before",
+    "query",
+    {"type": "integer", "minimum": 1},
+    "only crawls with a smaller id (the `next` link sets it)",
     required=False,
 )
 STATIC_NAME = Param(
@@ -84,7 +113,13 @@ def _error(status: int, description: str) -> Answer:
 
 NOT_FOUND = _error(404, "no such crawl")
 UNAUTHORIZED = _error(401, "missing or wrong bearer token")
-FORBIDDEN = _error(403, "cross-origin write, or a Host header that is not loopback")
+FORBIDDEN = _error(
+    403,
+    "a Host header that is neither loopback nor --allowed-host, a cross-origin write, "
+    "or (with --no-token) a request forwarded by a proxy",
+)
+METHOD_NOT_ALLOWED = _error(405, "the path does not take this method (see Allow)")
+INTERNAL = _error(500, "an internal error; the service log has the details")
 CONFLICT = _error(409, "not possible in the crawl's state")
 
 
@@ -107,9 +142,10 @@ ROUTES: tuple[Route, ...] = (
         "/crawls",
         handlers.list_crawls,
         "list_crawls",
-        "All crawls, newest first, with live progress",
+        "Crawls, newest first, with live progress; a page at a time (`next`)",
         "crawls",
-        (Answer(200, "the crawls", CrawlList),),
+        (Answer(200, "the crawls", CrawlList), _error(400, "invalid limit or before")),
+        (PAGE_LIMIT, PAGE_BEFORE),
     ),
     Route(
         "POST",
@@ -122,6 +158,7 @@ ROUTES: tuple[Route, ...] = (
             Answer(201, "created", CrawlView),
             _error(400, "the body is not JSON"),
             UNAUTHORIZED,
+            _error(408, "the body did not arrive within --read-timeout"),
             FORBIDDEN,
             _error(413, "body too large"),
             _error(415, "body not sent as application/json"),
@@ -185,6 +222,7 @@ ROUTES: tuple[Route, ...] = (
             _error(400, "unknown format"),
             NOT_FOUND,
             _error(409, "the crawl has not started yet"),
+            _error(500, "the crawl's database cannot be read (the log says why)"),
         ),
         (CRAWL_ID, REPORT_FORMAT),
     ),

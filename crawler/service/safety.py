@@ -8,9 +8,10 @@
   private addresses are allowed, ``exclude_all_private`` is switched on, so the
   engine also refuses discovered links and redirects (and names that resolve)
   to internal addresses. Settings that name files on the server are refused.
+- ``check_limits``: the operator's caps on what one crawl may ask for.
 - ``redact_settings``: settings as shown to readers, without credentials.
 - ``token_matches``: the bearer token, compared in constant time.
-- ``is_loopback_host_header``: DNS-rebinding guard for a service without token.
+- ``is_allowed_host``: the DNS-rebinding guard, for every request.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import socket
+from collections.abc import Sequence
 from typing import Any
 
 from crawler.netguard import Allowed, is_private_address
@@ -64,6 +66,47 @@ def guard_settings(
     return guarded
 
 
+def check_guard_asked(settings: dict[str, Any], asked: set[str], *, allow_private: bool) -> None:
+    """ValueError when a request tries to lower the address guard it cannot lower.
+
+    Silently switching ``exclude_all_private`` back on would leave the caller
+    believing the crawl reaches what it asked for.
+    """
+    if allow_private:
+        return
+    if "exclude_all_private" in asked and not settings.get("exclude_all_private"):
+        raise ValueError(
+            "exclude_all_private: always on in this service (its operator's --allow-private "
+            "lifts it)"
+        )
+    if "allow_networks" in asked and settings.get("allow_networks"):
+        raise ValueError(
+            "allow_networks: set by this service's operator (--allow-network), not per crawl"
+        )
+
+
+def check_limits(settings: dict[str, Any], *, max_concurrency: int, max_host: int) -> None:
+    """ValueError ("field: why") for a crawl asking more than the operator allows.
+
+    Thousands of connections with no interval between requests would make
+    the service a traffic amplifier for whoever may create crawls.
+    """
+    if settings.get("max_concurrency", 0) > max_concurrency:
+        raise ValueError(
+            f"max_concurrency: at most {max_concurrency} on this service "
+            "(its operator's --max-crawl-concurrency)"
+        )
+    asked = [("host_concurrency", settings.get("host_concurrency"))]
+    hosts = settings.get("hosts") or {}
+    asked += [(f"hosts.{name}.concurrency", v.get("concurrency")) for name, v in hosts.items()]
+    for name, value in asked:
+        if value is not None and value > max_host:
+            raise ValueError(
+                f"{name}: at most {max_host} on this service "
+                "(its operator's --max-host-concurrency)"
+            )
+
+
 def redact_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """Settings for a reader of the API: header values and credentials hidden."""
     shown = dict(settings)
@@ -95,7 +138,16 @@ def token_matches(header: str | None, token: str) -> bool:
 
 
 def is_loopback_host_header(host_header: str | None) -> bool:
-    """Is the Host header a loopback name? Blocks DNS rebinding when no token protects us."""
+    """Is the Host header a loopback name? Blocks DNS rebinding."""
+    return is_allowed_host(host_header, ())
+
+
+def is_allowed_host(host_header: str | None, allowed: Sequence[str]) -> bool:
+    """Is the Host header (port aside) a loopback name or one of ``allowed``?
+
+    A page of attacker.example whose name now points at the service (DNS
+    rebinding) sends ``Host: attacker.example``: refused, token or not.
+    """
     if not host_header:
         return False
     name = host_header.strip().lower()
@@ -103,7 +155,8 @@ def is_loopback_host_header(host_header: str | None) -> bool:
         name = name[1 : name.find("]")] if "]" in name else name
     elif name.count(":") == 1:
         name = name.rsplit(":", 1)[0]
-    if name == "localhost" or name.endswith(".localhost"):
+    name = name.rstrip(".")
+    if name == "localhost" or name.endswith(".localhost") or name in allowed:
         return True
     try:
         return ipaddress.ip_address(name).is_loopback

@@ -9,6 +9,7 @@ validator is inherited, so a new crawl option is available here at once.
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
@@ -16,7 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 from crawler import urls
 from crawler.config import DEFAULT_USER_AGENT, CrawlSettings
 from crawler.engine import runner
-from crawler.errors import UsageError
+from crawler.errors import InvalidURLError, UsageError
 from crawler.netguard import parse_networks
 from crawler.service.config import MAX_SEEDS
 from crawler.service.safety import is_private_host
@@ -40,12 +41,15 @@ Pattern = Annotated[str, Field(max_length=1000)]
 
 
 def _check_seed(value: str, info: ValidationInfo) -> str:
-    """An http(s) URL; a private address only when the service allows it."""
+    """An http(s) URL; a private address only when the service allows it; a
+    directory only under a root the operator named (``--local-root``)."""
+    context = info.context or {}
+    if "://" not in value:
+        return _local_seed(value, [Path(root) for root in context.get("local_roots", [])])
     try:
         (key,) = runner.normalize_seeds([value])
     except UsageError as exc:
         raise ValueError(str(exc)) from exc
-    context = info.context or {}
     allow_private = bool(context.get("allow_private", False))
     allowed = parse_networks(list(context.get("allow_networks", [])))
     if not allow_private and is_private_host(_hostname(urls.host_of(key)), allowed):
@@ -54,6 +58,29 @@ def _check_seed(value: str, info: ValidationInfo) -> str:
             "(allow it with --allow-network, or --allow-private)"
         )
     return value
+
+
+def _local_seed(value: str, roots: list[Path]) -> str:
+    """The directory's absolute path, if it is one under ``roots``.
+
+    The same answer whether the path exists or not, and whatever it is: the
+    API must not tell its callers what is on the server's disk.
+    """
+    refused = ValueError(
+        f"seed {value[:200]!r}: not an http(s) URL (local directories are crawled with the "
+        "CLI, or under a root the service's operator allows with --local-root)"
+    )
+    path = Path(value)
+    if not roots or not path.is_absolute():
+        raise refused
+    try:
+        resolved = path.resolve()
+        inside = any(resolved == root or root in resolved.parents for root in roots)
+        if not inside or not resolved.is_dir():
+            raise refused
+    except OSError:
+        raise refused from None
+    return str(resolved)
 
 
 def _hostname(authority: str) -> str:
@@ -65,15 +92,47 @@ def _hostname(authority: str) -> str:
 Seed = Annotated[str, Field(min_length=1, max_length=MAX_URL_CHARS), AfterValidator(_check_seed)]
 
 
+def _check_sitemap(value: str) -> str:
+    """An http(s) URL (the guard decides at request time whether it may be fetched)."""
+    if not urls.is_http(value):
+        raise ValueError(f"sitemap {value[:200]!r}: not an http(s) URL")
+    try:
+        urls.normalize(value)
+    except InvalidURLError as exc:
+        raise ValueError(f"sitemap {value[:200]!r}: {exc}") from exc
+    return value
+
+
+def _no_control(value: str) -> str:
+    """No CR, LF or other control character: it would split or forge a header."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError("control characters (CR, LF, ...) are not allowed")
+    return value
+
+
+SitemapUrl = Annotated[
+    str, Field(min_length=1, max_length=MAX_URL_CHARS), AfterValidator(_check_sitemap)
+]
+
+
 class ServiceCrawlSettings(CrawlSettings):
-    """The crawl options (as ``crawler crawl`` takes them), with service limits."""
+    """The crawl options (as ``crawler crawl`` takes them), with service limits.
+
+    Strict types: ``"3"`` or ``true`` for a number is a mistake to report, not
+    to guess at.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     include: list[Pattern] = Field(default_factory=list, max_length=MAX_PATTERNS)
     exclude: list[Pattern] = Field(default_factory=list, max_length=MAX_PATTERNS)
     no_follow: list[Pattern] = Field(default_factory=list, max_length=MAX_PATTERNS)
     max_depth: int | None = Field(default=None, ge=0, le=10_000)
     max_urls: int | None = Field(default=None, ge=1, le=100_000_000)
-    user_agent: str = Field(default=DEFAULT_USER_AGENT, min_length=1, max_length=512)
+    user_agent: Annotated[str, AfterValidator(_no_control)] = Field(
+        default=DEFAULT_USER_AGENT, min_length=1, max_length=512
+    )
+    sitemaps: list[SitemapUrl] = Field(default_factory=list, max_length=MAX_SEEDS)
     headers: dict[str, str] = Field(default_factory=dict, max_length=MAX_HEADERS)
 
 
@@ -145,12 +204,14 @@ class WorkerList(BaseModel):
 
 
 class CrawlList(BaseModel):
-    """Body of ``GET /crawls``: newest first."""
+    """Body of ``GET /crawls``: newest first, a page at a time (``limit``, ``before``)."""
 
     crawls: list[CrawlView]
     running: int
     queued: int
     max_running: int
+    total: int = Field(description="crawls in all")
+    next: str | None = Field(description="the next (older) page, None on the last")
 
 
 class ErrorDetail(BaseModel):

@@ -267,7 +267,7 @@ def test_unknown_routes_and_methods_answer_json(service: ServiceProcess) -> None
 # -- the token and the browser guard ------------------------------------------------------
 
 
-def test_writes_need_the_token_reads_do_not(service: ServiceProcess, site: ThreadedSite) -> None:
+def test_writes_and_reads_need_the_token(service: ServiceProcess, site: ThreadedSite) -> None:
     body = {"seeds": [site.url("/")]}
     missing = service.request("POST", "/crawls", body, auth=False)
     assert missing.status == 401
@@ -279,7 +279,8 @@ def test_writes_need_the_token_reads_do_not(service: ServiceProcess, site: Threa
     assert wrong.status == 401
     basic = service.request("DELETE", "/crawls/1", headers={"Authorization": "Basic eDp4"})
     assert basic.status == 401
-    assert service.request("GET", "/crawls", auth=False).status == 200
+    assert service.request("GET", "/crawls", auth=False).status == 401  # --public-reads opens it
+    assert service.request("GET", "/healthz", auth=False).status == 200
 
 
 def test_cross_origin_writes_are_refused(service: ServiceProcess, site: ThreadedSite) -> None:
@@ -351,7 +352,7 @@ def test_every_log_line_of_a_crawl_carries_its_id(
 
 
 def test_a_service_without_allow_private_refuses_internal_seeds(tmp_path: Path) -> None:
-    with ServiceProcess(tmp_path / "data", token=None) as strict:
+    with ServiceProcess(tmp_path / "data", ["--no-token"], token=None) as strict:
         for seed in ("http://127.0.0.1:9/", "http://[::1]/", "http://10.1.2.3/", "http://0x7f.1/"):
             answer = strict.request("POST", "/crawls", {"seeds": [seed]})
             assert answer.status == 422, seed
@@ -362,7 +363,7 @@ def test_a_service_without_allow_private_refuses_internal_seeds(tmp_path: Path) 
 
 def test_without_a_token_only_loopback_host_headers_are_served(tmp_path: Path) -> None:
     """DNS rebinding: a page of attacker.example whose name now points at 127.0.0.1."""
-    with ServiceProcess(tmp_path / "data", token=None) as open_service:
+    with ServiceProcess(tmp_path / "data", ["--no-token"], token=None) as open_service:
         assert open_service.get("/crawls").status == 200
         rebound = open_service.request(
             "GET", "/crawls", headers={"Host": f"attacker.example:{open_service.port}"}

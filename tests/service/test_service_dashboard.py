@@ -99,6 +99,7 @@ async def test_a_running_crawl_shows_its_workers_and_their_rates(
         async with Browser(tmp_path) as browser:
             page = await browser.new_page()
             await page.goto(f"{service.base_url}/#/crawls/{crawl_id}")
+            await _fill(page, "token", TOKEN)
             cells = await page.wait_for(
                 "(() => { const row = document.querySelector('#workers tbody tr');"
                 " return row && Number(row.children[3].textContent) > 0"
@@ -109,3 +110,23 @@ async def test_a_running_crawl_shows_its_workers_and_their_rates(
             assert await page.eval("document.getElementById('no-workers').hidden") is True
     finally:
         assert service.request("DELETE", f"/crawls/{crawl_id}").status == 204
+
+
+async def test_an_unknown_crawl_and_a_missing_token_are_shown(
+    service: ServiceProcess, tmp_path: Path
+) -> None:
+    async with Browser(tmp_path) as browser:
+        page = await browser.new_page()
+        await page.goto(service.base_url + "/#/crawls/999999")
+        shown = (
+            "(() => { const e = document.getElementById('crawl-error');"
+            " return e.hidden ? null : e.textContent; })()"
+        )
+        error = await page.wait_for(shown)
+        assert "token" in error  # no token entered yet: the 401 says what to do
+        await _fill(page, "token", TOKEN)
+        error = await page.wait_for(
+            "(() => { const e = document.getElementById('crawl-error');"
+            " return e.textContent.includes('999999') ? e.textContent : null; })()"
+        )
+        assert "no crawl with id 999999" in error

@@ -4,17 +4,28 @@
 "use strict";
 
 const POLL_MS = 1000;
+// The report is fetched again only when its broken count or the state changed,
+// and no sooner than this; a big report waits longer (a second per 50 KB), so
+// a crawl with 10,000 broken links is not re-downloaded every two seconds.
 const REPORT_EVERY_MS = 2000;
+const REPORT_BYTES_PER_S = 50000;
 const TERMINAL = new Set(["finished", "cancelled", "failed"]);
 
 const $ = (id) => document.getElementById(id);
-const view = { crawlId: null, report: null, reportAt: 0, reportState: null };
+const view = {
+  crawlId: null,
+  report: null,
+  reportAt: 0,
+  reportState: null,
+  reportBroken: null,
+  reportWaitMs: REPORT_EVERY_MS,
+};
 
 function token() {
   return $("token").value.trim();
 }
 
-async function api(method, path, body) {
+async function send(method, path, body) {
   const headers = {};
   if (token()) headers["Authorization"] = "Bearer " + token();
   const init = { method, headers };
@@ -23,14 +34,35 @@ async function api(method, path, body) {
     init.body = JSON.stringify(body);
   }
   const response = await fetch(path, init);
-  if (response.status === 204) return null;
-  const type = response.headers.get("Content-Type") || "";
-  const data = type.includes("json") ? await response.json() : await response.text();
   if (!response.ok) {
-    const message = data && data.error ? data.error : response.status + " " + response.statusText;
+    const type = response.headers.get("Content-Type") || "";
+    const data = type.includes("json") ? await response.json() : await response.text();
+    let message = data && data.error ? data.error : response.status + " " + response.statusText;
+    if (response.status === 401) message += " (enter the service's token above)";
     throw new Error(message);
   }
-  return data;
+  return response;
+}
+
+async function api(method, path, body) {
+  const response = await send(method, path, body);
+  if (response.status === 204) return null;
+  const type = response.headers.get("Content-Type") || "";
+  return type.includes("json") ? await response.json() : await response.text();
+}
+
+// Report links: fetched with the token (a plain link cannot send it), then shown.
+async function openReport(event) {
+  event.preventDefault();
+  try {
+    const response = await send("GET", event.currentTarget.dataset.href);
+    const url = URL.createObjectURL(await response.blob());
+    window.open(url, "_blank", "noopener");
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
+    showError("crawl-error", null);
+  } catch (error) {
+    showError("crawl-error", error);
+  }
 }
 
 function el(tag, text, className) {
@@ -203,8 +235,8 @@ function renderSummary(crawl) {
   if (crawl.error) parts.push(crawl.error);
   $("crawl-summary").textContent = parts.join(" · ");
   $("crawl-summary").dataset.state = crawl.state;
-  $("report-json").href = crawl.report_url + "?format=json";
-  $("report-text").href = crawl.report_url + "?format=text";
+  $("report-json").dataset.href = crawl.report_url + "?format=json";
+  $("report-text").dataset.href = crawl.report_url + "?format=text";
   renderWorkers(crawl.workers || []);
 }
 
@@ -278,15 +310,28 @@ function renderBroken() {
 }
 
 async function refreshCrawl(id) {
-  const crawl = await api("GET", "/crawls/" + id);
+  let crawl;
+  try {
+    crawl = await api("GET", "/crawls/" + id);
+  } catch (error) {
+    $("crawl-title").textContent = "Crawl " + id;
+    $("crawl-summary").textContent = "";
+    view.report = null;
+    renderBroken();
+    throw error;
+  }
   renderSummary(crawl);
   const now = Date.now();
-  const due = now - view.reportAt >= REPORT_EVERY_MS || view.reportState !== crawl.state;
-  const settledOnce = TERMINAL.has(view.reportState) && view.reportState === crawl.state;
-  if (crawl.state !== "queued" && due && !settledOnce) {
-    view.report = await api("GET", crawl.report_url + "?format=json");
+  const changed = view.reportState !== crawl.state || view.reportBroken !== crawl.progress.broken;
+  const waited = now - view.reportAt >= view.reportWaitMs;
+  if (crawl.state !== "queued" && changed && (waited || view.reportState !== crawl.state)) {
+    const response = await send("GET", crawl.report_url + "?format=json");
+    const text = await response.text();
+    view.report = JSON.parse(text);
     view.reportAt = now;
     view.reportState = crawl.state;
+    view.reportBroken = crawl.progress.broken;
+    view.reportWaitMs = Math.max(REPORT_EVERY_MS, (1000 * text.length) / REPORT_BYTES_PER_S);
     renderBroken();
   }
 }
@@ -301,6 +346,9 @@ function route() {
     view.report = null;
     view.reportAt = 0;
     view.reportState = null;
+    view.reportBroken = null;
+    view.reportWaitMs = REPORT_EVERY_MS;
+    showError("crawl-error", null);
     renderBroken();
   }
   $("list-view").hidden = id !== null;
@@ -318,9 +366,11 @@ async function refresh() {
     } else {
       renderList(await api("GET", "/crawls"));
     }
-    showError("list-error", null);
+    showError(view.crawlId !== null ? "crawl-error" : "list-error", null);
   } catch (error) {
-    showError(view.crawlId !== null ? "list-error" : "list-error", error);
+    // In the view the user looks at: an unknown crawl id, a missing token, a
+    // service that went away.
+    showError(view.crawlId !== null ? "crawl-error" : "list-error", error);
   } finally {
     refreshing = false;
   }
@@ -335,6 +385,8 @@ document.addEventListener("DOMContentLoaded", () => {
     if (button) act(button.dataset.action, button.dataset.id);
   });
   $("filter").addEventListener("input", renderBroken);
+  $("report-json").addEventListener("click", openReport);
+  $("report-text").addEventListener("click", openReport);
   window.addEventListener("hashchange", route);
   route();
   setInterval(refresh, POLL_MS);
