@@ -1,7 +1,10 @@
 """Command line: ``crawler crawl``, ``crawler resume``, ``crawler report``.
 
 Exit codes follow lychee, so CI pipelines work unchanged: 0 every link fine,
-2 broken links found, 3 bad usage or configuration, 1 any other failure.
+2 broken links found, 3 bad usage or configuration, 1 any other failure,
+including a seed that could not be reached at all (no HTTP answer: DNS,
+connection, TLS, timeout), as lychee exits 1 when an input cannot be read: the
+site was not checked, which is not the same news as "it has broken links".
 An interrupted crawl exits 130 (SIGINT) or 143 (SIGTERM) and says how to resume.
 """
 
@@ -18,11 +21,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from crawler import __version__, aio, log, report
+from crawler import __version__, aio, log, report, urls
 from crawler.cli import options
 from crawler.config import CrawlSettings, RunOptions
 from crawler.engine import runner, workers
-from crawler.errors import CrawlerError, DatabaseFailedError, DiskFullError, UsageError
+from crawler.errors import (
+    CrawlerError,
+    DatabaseFailedError,
+    DiskFullError,
+    InvalidURLError,
+    UsageError,
+)
+from crawler.net import localsite
+from crawler.report.model import BrokenEdge
 from crawler.service import command as service_cli
 from crawler.store import open as store_open
 
@@ -32,6 +43,8 @@ EXIT_BROKEN = 2
 EXIT_USAGE = 3
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
+# Failure kinds meaning "no HTTP answer at all": a seed failing so was never checked.
+UNREACHABLE_KINDS = frozenset({"timeout", "connection", "dns", "tls", "private_address"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(
                 f"invalid --format {run_options.format!r}: choose from {', '.join(report.FORMATS)}"
             )
+        _check_output(run_options.output)
         if args.command == "crawl":
             return _crawl(args, settings, run_options)
         if args.command == "resume":
@@ -206,6 +220,20 @@ async def _run(run: RunOptions, job: runner.CrawlJob) -> tuple[bool, int | None]
     return finished, (received[0] if received else None)
 
 
+def _check_output(output: str | None) -> None:
+    """Refuse an ``-o`` that cannot be written before crawling, not after."""
+    if output is None:
+        return
+    path = Path(output)
+    parent = path.parent
+    if path.is_dir():
+        raise UsageError(f"cannot write report to {output}: it is a directory")
+    if not parent.is_dir():
+        raise UsageError(f"cannot write report to {output}: no such directory {str(parent)!r}")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"cannot write report to {output}: permission denied")
+
+
 def _print_report(run: RunOptions, crawl_id: int | None) -> int:
     data = store_open.load_report(run.db, crawl_id, run.format)
     text = report.render(data, run.format)
@@ -213,11 +241,36 @@ def _print_report(run: RunOptions, crawl_id: int | None) -> int:
         try:
             Path(run.output).write_text(text, encoding="utf-8", newline="")
         except OSError as exc:
-            raise UsageError(f"cannot write report to {run.output}: {exc.strerror}") from exc
+            raise UsageError(
+                f"cannot write report to {run.output}: {exc.strerror}. The crawl is saved "
+                f"in {run.db}: `crawler report --db {run.db} -f {run.format} -o FILE` "
+                f"writes it elsewhere"
+            ) from exc
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
+    unreachable = unreachable_seeds(data)
+    for edge in unreachable:
+        print(f"crawler: seed {edge.url} could not be reached: {edge.error}", file=sys.stderr)
+    if unreachable:
+        return EXIT_FAILURE
     return EXIT_BROKEN if data.summary.broken else EXIT_OK
+
+
+def unreachable_seeds(data: report.ReportData) -> list[BrokenEdge]:
+    """The seeds that got no HTTP answer at all (their crawl never started)."""
+    seeds = set()
+    for seed in data.crawl.seeds:
+        if "://" not in seed:
+            seeds.add(localsite.LOCAL_ORIGIN + "/")
+            continue
+        with contextlib.suppress(InvalidURLError):
+            seeds.add(urls.normalize(seed)[0])
+    return [
+        edge
+        for edge in data.edges
+        if edge.source is None and edge.url in seeds and edge.kind in UNREACHABLE_KINDS
+    ]
 
 
 def run() -> NoReturn:

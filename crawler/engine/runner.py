@@ -85,10 +85,8 @@ class CrawlJob:
             for seed in self.seeds:
                 if seed.host:
                     wanted.extend(await robots.sitemaps(seed.url, seed.host))
-        if wanted:
-            pages = await sitemaps.collect(
-                fetcher, wanted, self.settings.max_urls or sitemaps.MAX_URLS
-            )
+        limit = self.settings.max_urls or sitemaps.MAX_URLS
+        async for pages in sitemaps.collect(fetcher, wanted, limit):  # one file at a time
             found = [self.scope.classify(page, element="sitemap", depth=0) for page in pages]
             await self.frontier.enqueue(found, time.time())
         self.seeds = []

@@ -16,6 +16,7 @@ import re
 import ssl
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
@@ -37,6 +38,7 @@ HEAD_REFUSED = frozenset({400, 403, 405, 406, 501})
 READ_CHUNK = 64 * 1024
 POLICY_HEADERS = ("cf-mitigated", "server")
 Read = Literal["none", "html", "any"]
+Feed = Callable[[bytes], bool]  # takes a chunk of a streamed body; False: no more wanted
 
 
 class Fetcher:
@@ -106,6 +108,33 @@ class Fetcher:
     async def fetch_text(self, url: str) -> Fetched:
         """GET any document (robots.txt, a sitemap) and read it, capped."""
         return await self._request("GET", url, read="any")
+
+    async def fetch_stream(self, url: str, feed: Feed, *, cap: int) -> Fetched:
+        """GET a document (a sitemap) and hand its body to ``feed`` chunk by chunk.
+
+        The body is never held whole; reading stops when ``feed`` returns False
+        or after ``cap`` bytes (then ``truncated`` is set).
+        """
+        if self._local_root is not None and localsite.is_local_url(url):
+            return await localsite.stream(self._local_root, url, feed, cap)
+        assert self._session is not None, "use Fetcher as an async context manager"
+        started = time.monotonic()
+        fetched = Fetched(method="GET")
+        try:
+            async with self._session.request(
+                "GET",
+                URL(url, encoded=True),
+                allow_redirects=False,
+                headers=self._per_request(url),
+                proxy=self._proxy(url),
+            ) as response:
+                self._take_headers(response, fetched)
+                if 200 <= response.status < 300:
+                    fetched.size, fetched.truncated = await _feed_body(response, feed, cap)
+        except Exception as exc:  # every failure becomes data on the link
+            fetched.failure, fetched.error = classify_exception(exc)
+        fetched.elapsed_ms = int((time.monotonic() - started) * 1000)
+        return fetched
 
     async def check(self, url: str) -> Fetched:
         """HEAD a link (GET with ``--method get``), GET when the server refuses HEAD."""
@@ -200,6 +229,18 @@ class Fetcher:
             fetched.truncated = not response.content.at_eof()
         fetched.body = b"".join(chunks)
         fetched.size = size
+
+
+async def _feed_body(response: aiohttp.ClientResponse, feed: Feed, cap: int) -> tuple[int, bool]:
+    """Hand the body to ``feed`` until it ends, ``feed`` declines, or ``cap``: (size, capped)."""
+    size = 0
+    async for chunk in response.content.iter_chunked(READ_CHUNK):
+        size += len(chunk)
+        if size > cap:
+            return size, True
+        if not feed(chunk):
+            break
+    return size, False
 
 
 def classify_exception(exc: BaseException) -> tuple[FailureKind, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import mimetypes
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -20,6 +21,7 @@ from crawler.fetch_types import Fetched
 LOCAL_HOST = "local.invalid"
 LOCAL_ORIGIN = f"http://{LOCAL_HOST}"
 INDEX_FILES = ("index.html", "index.htm")
+STREAM_CHUNK = 64 * 1024
 
 
 def is_local_seed(seed: str) -> bool:
@@ -64,6 +66,30 @@ async def fetch(root: Path, url: str, method: str, *, read_html: bool, cap: int)
             fetched.body = data
             fetched.truncated = fetched.size > cap
     fetched.elapsed_ms = int((time.monotonic() - started) * 1000)
+    return fetched
+
+
+async def stream(root: Path, url: str, feed: Callable[[bytes], bool], cap: int) -> Fetched:
+    """Hand a local file to ``feed`` chunk by chunk, as ``Fetcher.fetch_stream`` does."""
+    fetched = Fetched(method="GET")
+    found = await asyncio.to_thread(file_for, root, url)
+    if found is None:
+        fetched.status, fetched.reason = 404, "Not Found"
+        return fetched
+    fetched.status, fetched.reason = 200, "OK"
+    handle = await asyncio.to_thread(found.open, "rb")
+    size = 0
+    try:
+        while chunk := await asyncio.to_thread(handle.read, STREAM_CHUNK):
+            size += len(chunk)
+            if size > cap:
+                fetched.truncated = True
+                break
+            if not feed(chunk):
+                break
+    finally:
+        handle.close()
+    fetched.size = size
     return fetched
 
 
