@@ -20,6 +20,8 @@ from crawler.status import parse_accept
 
 DEFAULT_DB = "crawl.db"
 DEFAULT_FORMAT = "text"
+# lychee's names for its terminal formats; ours is text.
+FORMAT_ALIASES = {"compact": "text", "detailed": "text"}
 DEFAULT_SCOPE: Literal["host", "domain", "prefix"] = "host"
 DEFAULT_MAX_REDIRECTS = 10
 DEFAULT_TIMEOUT_S = 20.0
@@ -162,6 +164,12 @@ class RunOptions(BaseModel):
     workers: int = Field(default=1, ge=1, le=64)
     parse_helpers: int | None = Field(default=None, ge=0, le=64)
     shutdown_timeout_s: float = Field(default=DEFAULT_SHUTDOWN_TIMEOUT_S, ge=0, le=3600)
+
+    @field_validator("format")
+    @classmethod
+    def _format_alias(cls, name: str) -> str:
+        name = name.lower()
+        return FORMAT_ALIASES.get(name, name)
 
     def helper_processes(self) -> int:
         """Parse helpers to start: as given, else one when this process has a core to spare."""

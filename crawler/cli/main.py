@@ -58,41 +58,35 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line, derived from ``crawler.options.OPTIONS``."""
     parser = _Parser(prog="crawler", description="Recursive website link checker.")
-    parser.add_argument("--version", action="version", version=f"crawler {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"crawler {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     crawl = commands.add_parser("crawl", help="crawl from seed URLs and check every link")
     crawl.add_argument("seeds", nargs="+", metavar="URL", help="where the crawl starts")
-    _add_config(crawl)
+    options.add_common(crawl)
     options.add_arguments(crawl)
 
     resume = commands.add_parser("resume", help="continue an interrupted crawl")
     resume.add_argument(
         "--crawl", type=int, dest="crawl_id", help="crawl id (default: latest unfinished)"
     )
-    _add_config(resume)
+    options.add_common(resume)
     options.add_arguments(resume, "run")
 
     work = commands.add_parser("work", help="join a running crawl as one more worker process")
     work.add_argument(
         "--crawl", type=int, dest="crawl_id", help="crawl id (default: latest unfinished)"
     )
-    _add_config(work)
+    options.add_common(work)
     options.add_arguments(work, "run")
 
     rep = commands.add_parser("report", help="print the report of a crawl, during or after it")
     rep.add_argument("--crawl", type=int, dest="crawl_id", help="crawl id (default: latest)")
-    _add_config(rep)
+    options.add_common(rep)
     options.add_arguments(rep, "run")
 
     service_cli.add_serve_command(commands)
     return parser
-
-
-def _add_config(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-c", "--config", metavar="FILE", help="TOML file with any of the options below"
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -104,7 +98,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = getattr(args, "handler", None)
         if handler is not None:
             return int(handler(args))
-        settings, run_options = options.resolve(options.flags_from_namespace(args), args.config)
+        notes: list[str] = []
+        settings, run_options = options.resolve(
+            options.flags_from_namespace(args), args.config, cwd=Path.cwd(), notes=notes
+        )
+        if getattr(args, "include_fragments", None) in ("full", "text-only"):
+            notes.append(
+                "--include-fragments: anchor fragments (#id) are checked; "
+                "text fragments (#:~:text=) are not checked yet"
+            )
+        for note in notes:
+            print(f"crawler: note: {note}", file=sys.stderr)
         log.configure(run_options.log_level, run_options.log_format)
         if run_options.format not in report.FORMATS:
             raise UsageError(
