@@ -259,7 +259,7 @@ def _lychee_headers(value: Any, source: str) -> dict[str, str]:
 
 def _lychee_hosts(value: Any, source: str, parse_duration: Parse) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise UsageError(f"{source}: expected tables [hosts.\"name\"]")
+        raise UsageError(f'{source}: expected tables [hosts."name"]')
     hosts: dict[str, Any] = {}
     for host, table in value.items():
         if not isinstance(table, dict):

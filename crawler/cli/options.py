@@ -388,9 +388,7 @@ def parse_duration(value: Any, source: str = "--max-cache-age") -> float:
         return float(value)
     match = _DURATION.match(str(value))
     if not match:
-        raise UsageError(
-            f"{source}: invalid duration {value!r} (use e.g. 90, 500ms, 15m, 2h, 1d)"
-        )
+        raise UsageError(f"{source}: invalid duration {value!r} (use e.g. 90, 500ms, 15m, 2h, 1d)")
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
