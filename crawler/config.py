@@ -37,6 +37,7 @@ DEFAULT_ACCEPT = ["200..=299"]
 DEFAULT_LEASE_TTL_S = 60.0
 DEFAULT_LEASE_BATCH = 256
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
+DEFAULT_INDEX_FILES = ["index.html", "index.htm"]
 
 Scope = Literal["host", "domain", "prefix"]
 Durability = Literal["normal", "full"]
@@ -90,6 +91,11 @@ class CrawlSettings(BaseModel):
     insecure: bool = False
     method: Method = "head"
     hosts: dict[str, HostSettings] = Field(default_factory=dict)
+    root_dir: str | None = None
+    base_url: str | None = None
+    remap: list[str] = Field(default_factory=list)
+    fallback_extensions: list[str] = Field(default_factory=list)
+    index_files: list[str] = Field(default_factory=lambda: list(DEFAULT_INDEX_FILES))
     lease_ttl_s: float = Field(default=DEFAULT_LEASE_TTL_S, ge=1, le=3600)
     lease_batch: int = Field(default=DEFAULT_LEASE_BATCH, ge=1, le=10_000)
 
@@ -131,6 +137,36 @@ class CrawlSettings(BaseModel):
             except re.error as exc:
                 raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
         return entries
+
+    @field_validator("remap")
+    @classmethod
+    def _remap_form(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            parts = entry.split()
+            if len(parts) != 2:
+                raise ValueError(f"expected 'REGEX REPLACEMENT', got {entry!r}")
+            try:
+                re.compile(parts[0])
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {parts[0]!r}: {exc}") from exc
+        return entries
+
+    @field_validator("fallback_extensions", "index_files")
+    @classmethod
+    def _comma_lists(cls, entries: list[str]) -> list[str]:
+        names = [part.strip() for entry in entries for part in entry.split(",")]
+        names = [name.lstrip(".") if name.startswith(".") else name for name in names if name]
+        for name in names:
+            if "/" in name or "\\" in name or name in (".", ".."):
+                raise ValueError(f"expected a file name or extension, got {name!r}")
+        return names
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_is_http(cls, url: str | None) -> str | None:
+        if url is not None and not url.lower().startswith(("http://", "https://")):
+            raise ValueError(f"expected an http(s) URL, got {url!r}")
+        return url
 
     @field_validator("allow_networks")
     @classmethod

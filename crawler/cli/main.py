@@ -62,7 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     crawl = commands.add_parser("crawl", help="crawl from seed URLs and check every link")
-    crawl.add_argument("seeds", nargs="+", metavar="URL", help="where the crawl starts")
+    crawl.add_argument(
+        "seeds",
+        nargs="*",
+        metavar="URL",
+        help="where the crawl starts: URLs, or a directory of built HTML",
+    )
     options.add_common(crawl)
     options.add_arguments(crawl)
 

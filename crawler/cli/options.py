@@ -159,6 +159,42 @@ OPTIONS: tuple[Option, ...] = (
         metavar="CIDR",
         separator=",",
     ),
+    # a built site in a directory (CI)
+    Option(
+        "root_dir",
+        ("--root-dir",),
+        "a directory of built HTML, crawled as the site (the seed when no URL is given)",
+        metavar="DIR",
+    ),
+    Option(
+        "base_url",
+        ("--base-url",),
+        "where the site in --root-dir is deployed: links to it are checked in the directory",
+        metavar="URL",
+    ),
+    Option(
+        "remap",
+        ("--remap",),
+        "rewrite URLs matching before checking them (re.sub, \\1 for groups)",
+        kind="list",
+        metavar="'REGEX REPLACEMENT'",
+    ),
+    Option(
+        "fallback_extensions",
+        ("--fallback-extensions",),
+        "in a directory, /about also finds about.EXT (comma-separated)",
+        kind="list",
+        metavar="EXT,...",
+        separator=",",
+    ),
+    Option(
+        "index_files",
+        ("--index-files",),
+        "in a directory, the files a directory URL answers with (comma-separated)",
+        kind="list",
+        metavar="NAME,...",
+        separator=",",
+    ),
     # how links are judged
     Option(
         "include_fragments",

@@ -46,7 +46,7 @@ class Fetcher:
 
     def __init__(self, settings: CrawlSettings, *, local_root: Path | None = None) -> None:
         self._settings = settings
-        self._local_root = local_root
+        self._local = localsite.LocalSite.build(local_root, settings) if local_root else None
         self._session: aiohttp.ClientSession | None = None
         self._jar: aiohttp.CookieJar | None = None
         self._proxies = {
@@ -115,8 +115,8 @@ class Fetcher:
         The body is never held whole; reading stops when ``feed`` returns False
         or after ``cap`` bytes (then ``truncated`` is set).
         """
-        if self._local_root is not None and localsite.is_local_url(url):
-            return await localsite.stream(self._local_root, url, feed, cap)
+        if self._local is not None and self._local.contains(url):
+            return await localsite.stream(self._local, url, feed, cap)
         assert self._session is not None, "use Fetcher as an async context manager"
         started = time.monotonic()
         fetched = Fetched(method="GET")
@@ -146,9 +146,9 @@ class Fetcher:
         return fetched
 
     async def _request(self, method: str, url: str, *, read: Read) -> Fetched:
-        if self._local_root is not None and localsite.is_local_url(url):
+        if self._local is not None and self._local.contains(url):
             return await localsite.fetch(
-                self._local_root,
+                self._local,
                 url,
                 method,
                 read_html=read != "none",
