@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from crawler import __version__, aio, log, report, urls
-from crawler.cli import options
+from crawler.cli import locations, options
 from crawler.config import CrawlSettings, RunOptions
 from crawler.engine import runner, workers
 from crawler.errors import (
@@ -32,7 +32,6 @@ from crawler.errors import (
     InvalidURLError,
     UsageError,
 )
-from crawler.net import localsite
 from crawler.report.model import BrokenEdge
 from crawler.service import command as service_cli
 from crawler.store import open as store_open
@@ -245,6 +244,10 @@ def _check_output(output: str | None) -> None:
 
 def _print_report(run: RunOptions, crawl_id: int | None) -> int:
     data = store_open.load_report(run.db, crawl_id, run.format)
+    unreachable = unreachable_seeds(data)
+    site = locations.local_site(data)
+    if site is not None:  # files and lines instead of local URLs
+        data = locations.with_files(data, site, Path.cwd())
     text = report.render(data, run.format)
     if run.output:
         try:
@@ -258,7 +261,6 @@ def _print_report(run: RunOptions, crawl_id: int | None) -> int:
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-    unreachable = unreachable_seeds(data)
     for edge in unreachable:
         print(f"crawler: seed {edge.url} could not be reached: {edge.error}", file=sys.stderr)
     if unreachable:
@@ -270,8 +272,7 @@ def unreachable_seeds(data: report.ReportData) -> list[BrokenEdge]:
     """The seeds that got no HTTP answer at all (their crawl never started)."""
     seeds = set()
     for seed in data.crawl.seeds:
-        if "://" not in seed:
-            seeds.add(localsite.LOCAL_ORIGIN + "/")
+        if "://" not in seed:  # a directory: read, never unreachable
             continue
         with contextlib.suppress(InvalidURLError):
             seeds.add(urls.normalize(seed)[0])

@@ -121,7 +121,7 @@ async def fetch(site: LocalSite, url: str, method: str, *, read_html: bool, cap:
         media, _ = mimetypes.guess_type(found.name)
         fetched.content_type = media or "application/octet-stream"
         fetched.size = found.stat().st_size
-        if read_html and method == "GET" and fetched.is_html:
+        if read_html and method == "GET" and (fetched.is_html or fetched.is_css):
             data = await asyncio.to_thread(_read_capped, found, cap)
             fetched.body = data
             fetched.truncated = fetched.size > cap

@@ -81,6 +81,11 @@ class BrokenEdge:
     kind: str  # a ``FailureKind`` value, FRAGMENT_KIND or "unknown": why it is broken
     source: str | None  # None for a broken seed, which no page links to
     elements: tuple[str, ...]  # how the source links to it: a, img, script, ...
+    # Where the link is written, when the source is a local file (``crawler crawl DIR``):
+    # the path relative to the working directory, 1-based line and column.
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
 
 
 class Cursor(NamedTuple):
