@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from crawler import __version__, aio, log, report, urls
+from crawler import aio, log, report, urls
 from crawler.cli import locations, options
+from crawler.cli.parser import EXIT_USAGE, build_parser
 from crawler.config import CrawlSettings, RunOptions
 from crawler.engine import runner, workers
 from crawler.errors import (
@@ -33,64 +34,18 @@ from crawler.errors import (
     UsageError,
 )
 from crawler.report.model import BrokenEdge
-from crawler.service import command as service_cli
 from crawler.store import open as store_open
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_BROKEN = 2
-EXIT_USAGE = 3
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
+DISTRIBUTION = "crawler-linkcheck"
+# Modules of the optional extras: what needs them, and the extra to install.
+EXTRAS = {"asyncpg": ("a PostgreSQL --db", "postgres"), "prometheus_client": ("serve", "service")}
 # Failure kinds meaning "no HTTP answer at all": a seed failing so was never checked.
 UNREACHABLE_KINDS = frozenset({"timeout", "connection", "dns", "tls", "private_address"})
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on bad usage; lychee's code for that is 3."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line, derived from ``crawler.options.OPTIONS``."""
-    parser = _Parser(prog="crawler", description="Recursive website link checker.")
-    parser.add_argument("-V", "--version", action="version", version=f"crawler {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    crawl = commands.add_parser("crawl", help="crawl from seed URLs and check every link")
-    crawl.add_argument(
-        "seeds",
-        nargs="*",
-        metavar="URL",
-        help="where the crawl starts: URLs, or a directory of built HTML",
-    )
-    options.add_common(crawl)
-    options.add_arguments(crawl)
-
-    resume = commands.add_parser("resume", help="continue an interrupted crawl")
-    resume.add_argument(
-        "--crawl", type=int, dest="crawl_id", help="crawl id (default: latest unfinished)"
-    )
-    options.add_common(resume)
-    options.add_arguments(resume, "run")
-
-    work = commands.add_parser("work", help="join a running crawl as one more worker process")
-    work.add_argument(
-        "--crawl", type=int, dest="crawl_id", help="crawl id (default: latest unfinished)"
-    )
-    options.add_common(work)
-    options.add_arguments(work, "run")
-
-    rep = commands.add_parser("report", help="print the report of a crawl, during or after it")
-    rep.add_argument("--crawl", type=int, dest="crawl_id", help="crawl id (default: latest)")
-    options.add_common(rep)
-    options.add_arguments(rep, "run")
-
-    service_cli.add_serve_command(commands)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -128,6 +83,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _print_report(run_options, args.crawl_id)
     except UsageError as exc:
         print(f"crawler: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as exc:
+        if exc.name not in EXTRAS:
+            raise
+        what, extra = EXTRAS[exc.name]
+        print(
+            f"crawler: {what} needs the {extra!r} extra: pip install '{DISTRIBUTION}[{extra}]'",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     except DiskFullError as exc:
         print(

@@ -312,29 +312,114 @@ BY_FIELD = {option.field: option for option in OPTIONS}
 FRAGMENT_WORDS = frozenset(configfiles.FRAGMENT_MODES)
 
 
-def add_arguments(parser: argparse.ArgumentParser, target: Target | None = None) -> None:
-    """Add the options (all, or one target's) to a parser; unset flags stay absent."""
-    for option in OPTIONS:
-        if target is not None and option.target != target:
-            continue
-        kwargs: dict[str, Any] = {
-            "dest": option.field,
-            "default": argparse.SUPPRESS,
-            "help": _help(option),
-        }
-        if option.kind == "flag":
-            kwargs.update(action="store_const", const=True)
-        elif option.kind == "fragments":
-            kwargs.update(nargs="?", const="anchor-only", metavar=option.metavar)
-        elif option.kind == "negated":
-            kwargs.update(action="store_const", const=False)
-        elif option.kind in ("list", "headers"):
-            kwargs.update(action="append", metavar=option.metavar)
-        else:
-            kwargs.update(metavar=option.metavar, choices=option.choices)
-            if option.kind == "value":
-                kwargs["type"] = str.lower if option.choices else option.type
-        parser.add_argument(*option.flags, **kwargs)
+# The --help sections, in order: (title, what they decide, fields).
+GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "scope",
+        "what is crawled, and which links are checked",
+        (
+            "scope",
+            "include",
+            "exclude",
+            "no_follow",
+            "max_depth",
+            "max_urls",
+            "internal_only",
+            "sitemaps",
+            "use_sitemaps",
+            "exclude_all_private",
+            "allow_networks",
+        ),
+    ),
+    (
+        "built site",
+        "a directory of built HTML, checked before it is deployed",
+        ("root_dir", "base_url", "remap", "fallback_extensions", "index_files"),
+    ),
+    (
+        "checking",
+        "how links are requested and judged",
+        (
+            "include_fragments",
+            "accept",
+            "blocked_as_broken",
+            "max_redirects",
+            "max_cache_age_s",
+            "timeout_s",
+            "max_retries",
+            "retry_wait_s",
+            "max_body_bytes",
+            "method",
+            "user_agent",
+            "headers",
+            "basic_auth",
+            "cookie_jar",
+            "insecure",
+        ),
+    ),
+    (
+        "politeness",
+        "how hard servers are pressed",
+        ("robots", "max_concurrency", "host_concurrency", "host_request_interval_s"),
+    ),
+    (
+        "output",
+        "the report and the logs",
+        ("format", "output", "no_progress", "log_level", "log_format"),
+    ),
+    (
+        "storage",
+        "the database and the processes that share it",
+        ("db", "durability", "workers", "parse_helpers", "shutdown_timeout_s"),
+    ),
+)
+# What `crawler report` takes: it reads a database and writes a report, nothing more.
+REPORT_FIELDS = frozenset({"db", "format", "output", "log_level", "log_format"})
+
+
+def add_arguments(
+    parser: argparse.ArgumentParser,
+    target: Target | None = None,
+    only: frozenset[str] | None = None,
+) -> None:
+    """Add the options (all, one target's, or ``only`` these) in their --help groups."""
+    for title, description, fields in GROUPS:
+        chosen = [
+            BY_FIELD[name]
+            for name in fields
+            if (target is None or BY_FIELD[name].target == target)
+            and (only is None or name in only)
+        ]
+        if chosen:
+            group = parser.add_argument_group(title, description)
+            for option in chosen:
+                _add(group, option)
+
+
+def _add(group: argparse._ArgumentGroup, option: Option) -> None:
+    kwargs: dict[str, Any] = {
+        "dest": option.field,
+        "default": argparse.SUPPRESS,
+        "help": _help(option),
+    }
+    if option.kind == "flag":
+        kwargs.update(action="store_const", const=True)
+    elif option.kind == "fragments":
+        kwargs.update(nargs="?", const="anchor-only", metavar=option.metavar)
+    elif option.kind == "negated":
+        kwargs.update(action="store_const", const=False)
+    elif option.kind in ("list", "headers"):
+        kwargs.update(action="append", metavar=option.metavar)
+    else:
+        kwargs.update(metavar=option.metavar, choices=option.choices)
+        if option.kind == "value":
+            kwargs["type"] = str.lower if option.choices else option.type
+    group.add_argument(*option.flags, **kwargs)
+
+
+def help_text(option: Option) -> str:
+    """The option's --help line (also the man page's and the completions')."""
+    return _help(option)
 
 
 def _help(option: Option) -> str:
