@@ -33,5 +33,6 @@ PIP_CONSTRAINT="$work/floors.txt" "$bin/python" -m pip install --quiet '.[postgr
 "$bin/crawler" crawl --root-dir tests/fixtures/built-site --base-url https://example.org/ \
     --fallback-extensions html --db "$work/floors.db" -n -f json -o "$work/report.json" || test $? -eq 2
 "$bin/python" -m pytest -q -p no:cacheprovider tests/test_urls.py tests/test_sitemaps.py \
+    tests/test_extract.py tests/test_extract_stream.py tests/test_engine.py tests/test_options.py \
     tests/test_built_site.py tests/test_lychee_habits.py tests/test_cli_exits.py tests/test_link_checking.py
 echo "floors: ok"

@@ -132,6 +132,11 @@ class ReportData:
     results: list[ResultRow] | None = None  # read only when a format needs them
 
     @property
+    def ok(self) -> bool:
+        """No broken link (what exit code 0 means)."""
+        return self.summary.broken == 0
+
+    @property
     def pages_per_s(self) -> float:
         """Pages crawled per second of active crawling."""
         return self.summary.pages / self.crawl.elapsed_s if self.crawl.elapsed_s > 0 else 0.0
