@@ -41,6 +41,8 @@ Pattern = Annotated[str, Field(max_length=1000)]
 
 def _check_seed(value: str, info: ValidationInfo) -> str:
     """An http(s) URL; a private address only when the service allows it."""
+    if "://" not in value:  # a directory on the server would be crawled as a local site
+        raise ValueError(f"seed {value!r}: not an http(s) URL")
     try:
         (key,) = runner.normalize_seeds([value])
     except UsageError as exc:
