@@ -11,6 +11,7 @@ import pytest
 
 import crawler
 from crawler.errors import UsageError
+
 from kit.clikit import clean_env
 from kit.serve_site import ThreadedSite
 from kit.sitekit import Page
