@@ -40,6 +40,11 @@ def test_report_shows_only_what_a_report_uses() -> None:
         assert flag in report
     for flag in ("--workers", "--durability", "--parse-helpers", "--no-progress", "--timeout"):
         assert flag not in report, flag
+    # still accepted, as before: scripts pass -n to every command
+    args = build_parser().parse_args(["report", "-n", "--workers", "2"])
+    assert (args.no_progress, args.workers) == (True, 2)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["report", "--timeout", "5"])  # a crawl setting, as before
 
 
 def test_every_option_is_in_exactly_one_group() -> None:

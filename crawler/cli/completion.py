@@ -45,8 +45,8 @@ def commands(parser: argparse.ArgumentParser) -> dict[str, tuple[str, list[Flag]
 def _flags(parser: argparse.ArgumentParser) -> list[Flag]:
     flags = []
     for action in parser._actions:
-        if not action.option_strings:
-            continue
+        if not action.option_strings or action.help == argparse.SUPPRESS:
+            continue  # hidden options are accepted, not offered
         metavar = action.metavar if isinstance(action.metavar, str) else ""
         flags.append(
             Flag(

@@ -382,7 +382,15 @@ def add_arguments(
     target: Target | None = None,
     only: frozenset[str] | None = None,
 ) -> None:
-    """Add the options (all, one target's, or ``only`` these) in their --help groups."""
+    """Add the options (all, or one target's) in their --help groups.
+
+    With ``only``, the target's other options are still accepted (scripts
+    pass ``-n`` to every command) but not shown in --help.
+    """
+    if only is not None:
+        for option in OPTIONS:
+            if (target is None or option.target == target) and option.field not in only:
+                _add(parser, option, shown=False)
     for title, description, fields in GROUPS:
         chosen = [
             BY_FIELD[name]
@@ -396,11 +404,13 @@ def add_arguments(
                 _add(group, option)
 
 
-def _add(group: argparse._ArgumentGroup, option: Option) -> None:
+def _add(
+    group: argparse.ArgumentParser | argparse._ArgumentGroup, option: Option, shown: bool = True
+) -> None:
     kwargs: dict[str, Any] = {
         "dest": option.field,
         "default": argparse.SUPPRESS,
-        "help": _help(option),
+        "help": _help(option) if shown else argparse.SUPPRESS,
     }
     if option.kind == "flag":
         kwargs.update(action="store_const", const=True)
