@@ -21,7 +21,7 @@ COPY pyproject.toml README.md ./
 # crawler/migrations is a symlink to ../migrations: both go in, the wheel holds the files.
 COPY migrations ./migrations
 COPY crawler ./crawler
-RUN /opt/venv/bin/pip install --no-cache-dir . \
+RUN /opt/venv/bin/pip install --no-cache-dir '.[postgres,service]' \
     && /opt/venv/bin/python -c 'from crawler.store import migrate; assert migrate.latest_version() > 0' \
     && /opt/venv/bin/python -c 'from crawler.service import dashboard; dashboard.load_static()'
 

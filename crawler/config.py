@@ -17,11 +17,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from crawler import netguard
-from crawler.patterns import compile_pattern
+from crawler.patterns import compile_pattern, compile_substitution
 from crawler.status import parse_accept
 
 DEFAULT_DB = "crawl.db"
 DEFAULT_FORMAT = "text"
+# lychee's names for its terminal formats; ours is text.
+FORMAT_ALIASES = {"compact": "text", "detailed": "text"}
 DEFAULT_SCOPE: Literal["host", "domain", "prefix"] = "host"
 DEFAULT_MAX_REDIRECTS = 10
 DEFAULT_TIMEOUT_S = 20.0
@@ -37,6 +39,7 @@ DEFAULT_ACCEPT = ["200..=299"]
 DEFAULT_LEASE_TTL_S = 60.0
 DEFAULT_LEASE_BATCH = 256
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
+DEFAULT_INDEX_FILES = ["index.html", "index.htm"]
 
 Scope = Literal["host", "domain", "prefix"]
 Durability = Literal["normal", "full"]
@@ -90,6 +93,11 @@ class CrawlSettings(BaseModel):
     insecure: bool = False
     method: Method = "head"
     hosts: dict[str, HostSettings] = Field(default_factory=dict)
+    root_dir: str | None = None
+    base_url: str | None = None
+    remap: list[str] = Field(default_factory=list)
+    fallback_extensions: list[str] = Field(default_factory=list)
+    index_files: list[str] = Field(default_factory=lambda: list(DEFAULT_INDEX_FILES))
     lease_ttl_s: float = Field(default=DEFAULT_LEASE_TTL_S, ge=1, le=3600)
     lease_batch: int = Field(default=DEFAULT_LEASE_BATCH, ge=1, le=10_000)
 
@@ -126,6 +134,33 @@ class CrawlSettings(BaseModel):
             compile_pattern(pattern)
         return entries
 
+    @field_validator("remap")
+    @classmethod
+    def _remap_form(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            parts = entry.split()
+            if len(parts) != 2:
+                raise ValueError(f"expected 'REGEX REPLACEMENT', got {entry!r}")
+            compile_substitution(parts[0])  # ValueError with RE2's reason
+        return entries
+
+    @field_validator("fallback_extensions", "index_files")
+    @classmethod
+    def _comma_lists(cls, entries: list[str]) -> list[str]:
+        names = [part.strip() for entry in entries for part in entry.split(",")]
+        names = [name.lstrip(".") if name.startswith(".") else name for name in names if name]
+        for name in names:
+            if "/" in name or "\\" in name or name in (".", ".."):
+                raise ValueError(f"expected a file name or extension, got {name!r}")
+        return names
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_is_http(cls, url: str | None) -> str | None:
+        if url is not None and not url.lower().startswith(("http://", "https://")):
+            raise ValueError(f"expected an http(s) URL, got {url!r}")
+        return url
+
     @field_validator("allow_networks")
     @classmethod
     def _networks_parse(cls, entries: list[str]) -> list[str]:
@@ -159,6 +194,12 @@ class RunOptions(BaseModel):
     workers: int = Field(default=1, ge=1, le=64)
     parse_helpers: int | None = Field(default=None, ge=0, le=64)
     shutdown_timeout_s: float = Field(default=DEFAULT_SHUTDOWN_TIMEOUT_S, ge=0, le=3600)
+
+    @field_validator("format")
+    @classmethod
+    def _format_alias(cls, name: str) -> str:
+        name = name.lower()
+        return FORMAT_ALIASES.get(name, name)
 
     def helper_processes(self) -> int:
         """Parse helpers to start: as given, else one when this process has a core to spare."""

@@ -17,7 +17,7 @@ no look-around, no backreferences)``.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type hints
 
@@ -25,6 +25,8 @@ RE2_NOTE = "RE2 syntax: no look-around, no backreferences"
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # the error is ours to report, not absl's on stderr
 _OPTIONS.never_capture = True  # only "does it match?" is asked: faster
+_CAPTURING = re2.Options()  # --remap's replacements refer to groups
+_CAPTURING.log_errors = False
 
 
 class Pattern(Protocol):
@@ -33,11 +35,27 @@ class Pattern(Protocol):
     def search(self, text: str) -> object | None: ...
 
 
+class Substitution(Pattern, Protocol):
+    """A pattern whose groups a replacement refers to (``--remap``)."""
+
+    def sub(self, repl: str, text: str, count: int = 0) -> str: ...
+
+
 def compile_pattern(pattern: str) -> Pattern:
     """The pattern, compiled; ValueError with RE2's reason when it is refused."""
+    compiled: Pattern = _compile(pattern, _OPTIONS)
+    return compiled
+
+
+def compile_substitution(pattern: str) -> Substitution:
+    """The pattern with its groups, for ``sub`` (replacements say ``\\1``); as above."""
+    compiled: Substitution = _compile(pattern, _CAPTURING)
+    return compiled
+
+
+def _compile(pattern: str, options: object) -> Any:  # re2's compiled type is untyped
     try:
-        compiled: Pattern = re2.compile(pattern, options=_OPTIONS)
+        return re2.compile(pattern, options=options)
     except re2.error as exc:
         reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
         raise ValueError(f"invalid regular expression {pattern!r}: {reason} ({RE2_NOTE})") from None
-    return compiled

@@ -7,6 +7,7 @@ another). Pure: values in, a ``Discovered`` out.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
@@ -15,7 +16,7 @@ from crawler import urls
 from crawler.errors import InvalidURLError
 from crawler.models import Discovered, ResultClass, UrlKind
 from crawler.netguard import Allowed, is_private_host, parse_networks
-from crawler.patterns import Pattern, compile_pattern
+from crawler.patterns import Pattern, Substitution, compile_pattern, compile_substitution
 
 if TYPE_CHECKING:
     from crawler.config import CrawlSettings
@@ -44,6 +45,7 @@ class Scope:
     exclude_all_private: bool = False
     include_fragments: bool = False
     allowed_networks: Allowed = ()
+    remaps: tuple[tuple[Substitution, str], ...] = ()  # --remap, applied once per URL
     # Links every page repeats (navigation, footer, assets) are classified once.
     _memo: dict[tuple[str, ...], Discovered] = field(
         default_factory=dict, compare=False, hash=False, repr=False
@@ -68,6 +70,7 @@ class Scope:
             exclude_all_private=settings.exclude_all_private,
             allowed_networks=parse_networks(settings.allow_networks),
             include_fragments=settings.include_fragments,
+            remaps=tuple(parse_remap(entry) for entry in settings.remap),
         )
 
     def is_in_scope(self, key: str, host: str) -> bool:
@@ -79,7 +82,9 @@ class Scope:
             return any(name == d or name.endswith("." + d) for d in self.domains)
         return key.startswith(self.prefixes)
 
-    def classify(self, absolute: str, *, element: str, depth: int) -> Discovered:
+    def classify(
+        self, absolute: str, *, element: str, depth: int, remap: bool = True
+    ) -> Discovered:
         """Decide what to do with a resolved absolute URL found in ``element``."""
         if not urls.is_http(absolute):
             scheme = urls.scheme_of(absolute) or "none"
@@ -102,12 +107,19 @@ class Scope:
                 result=ResultClass.BROKEN,
                 reason=f"invalid URL: {exc}",
             )
-        return self._classify_key(key, fragment, urls.host_of(key), element=element, depth=depth)
+        return self._classify_key(
+            key, fragment, urls.host_of(key), element=element, depth=depth, remap=remap
+        )
 
     def _classify_key(
-        self, key: str, fragment: str, host: str, *, element: str, depth: int
+        self, key: str, fragment: str, host: str, *, element: str, depth: int, remap: bool = True
     ) -> Discovered:
-        """``classify`` once the URL is a key: scope, filters and kind."""
+        """``classify`` once the URL is a key: remap, scope, filters and kind."""
+        if remap and self.remaps:
+            target = remapped(self.remaps, key)
+            if target != key:
+                whole = f"{target}#{fragment}" if fragment else target
+                return self.classify(whole, element=element, depth=depth, remap=False)
         if "%" in fragment:
             fragment = unquote(fragment)
         in_scope = self.is_in_scope(key, host)
@@ -196,6 +208,25 @@ class Scope:
             return True
         # Includes alone mean "only these".
         return bool(self.include) and not self.exclude
+
+
+def parse_remap(entry: str) -> tuple[Substitution, str]:
+    """``'REGEX REPLACEMENT'`` as an RE2 pattern and its template (lychee's ``$1`` too).
+
+    RE2, as for every user pattern (``crawler.patterns``): a remap runs on
+    every URL of the crawl, so it must not backtrack.
+    """
+    pattern, replacement = entry.split()
+    template = re.sub(r"\$\{?(\d+)\}?", r"\\\1", replacement)
+    return compile_substitution(pattern), template
+
+
+def remapped(remaps: tuple[tuple[Substitution, str], ...], url: str) -> str:
+    """The URL after the first matching ``--remap`` (unchanged when none matches)."""
+    for pattern, replacement in remaps:
+        if pattern.search(url):
+            return pattern.sub(replacement, url, count=1)
+    return url
 
 
 def _origin(base: str) -> str:

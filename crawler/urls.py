@@ -22,9 +22,10 @@ import codecs
 import functools
 import ipaddress
 import re
-from encodings import idna
 from typing import NamedTuple
 from urllib.parse import unquote_to_bytes
+
+import idna
 
 from crawler.errors import InvalidURLError
 
@@ -37,6 +38,7 @@ _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _AUTHORITY_END = re.compile(r"[/\\?#]")
 _LABEL_DOTS = re.compile("[.\u3002\uff0e\uff61]")  # the dots IDNA splits labels on
 _FORBIDDEN_DOMAIN = re.compile(r"[\x00-\x20#%/:<>?@\[\\\]^|\x7f]")
+_MAX_DNS_LABEL = 63
 _MAX_LABEL_CHARS = 253  # longer non-ASCII labels are refused before IDNA work
 _DIGITS = frozenset("0123456789")
 _OCTAL = frozenset("01234567")
@@ -267,21 +269,39 @@ def _ipv4(host: str) -> str:
 
 
 def _domain_to_ascii(domain: str) -> str:
-    """Lowercase, with non-ASCII labels in punycode (IDNA 2003, the stdlib codec)."""
+    """Lowercase, non-ASCII labels in punycode: UTS #46 non-transitional, as browsers do.
+
+    ``faß.de`` stays ``xn--fa-hia.de`` (IDNA 2003 would map it to ``fass.de``, a
+    different domain). The mapping (case, width, ``。``) is UTS #46's; a label
+    IDNA 2008 rejects but UTS #46 allows (emoji) is still encoded, as the
+    WHATWG URL standard does.
+    """
     if domain.isascii():
         return domain.lower()
-    labels = []
     for label in _LABEL_DOTS.split(domain):
-        if label.isascii():
-            labels.append(label.lower())
-            continue
         if len(label) > _MAX_LABEL_CHARS:  # punycode is quadratic; such a label fails anyway
             raise InvalidURLError(f"international host label too long {label[:60]!r}")
-        try:
-            labels.append(idna.ToASCII(label).decode("ascii").lower())
-        except UnicodeError:
-            raise InvalidURLError(f"invalid international host label {label[:60]!r}") from None
-    return ".".join(labels)
+    try:
+        mapped = idna.uts46_remap(domain, std3_rules=False, transitional=False)
+    except (idna.IDNAError, UnicodeError):
+        raise InvalidURLError(f"invalid international host {domain[:60]!r}") from None
+    return ".".join(_label_to_ascii(label) for label in mapped.split("."))
+
+
+def _label_to_ascii(label: str) -> str:
+    if label.isascii():
+        return label.lower()
+    try:
+        return idna.alabel(label).decode("ascii")
+    except (idna.IDNAError, UnicodeError):
+        pass
+    try:  # valid under UTS #46 though not IDNA 2008 (emoji): encoded all the same
+        encoded = "xn--" + label.encode("punycode").decode("ascii")
+    except UnicodeError:
+        encoded = ""
+    if not encoded or len(encoded) > _MAX_DNS_LABEL:
+        raise InvalidURLError(f"invalid international host label {label[:60]!r}")
+    return encoded
 
 
 def _parse_host(host: str) -> str:

@@ -60,6 +60,12 @@ BASE = "http://example.com/a/b/c?q#f"
         ("http://BÜCHER.DE/", "http://xn--bcher-kva.de/", ""),
         ("http://xn--bcher-kva.de/", "http://xn--bcher-kva.de/", ""),
         ("http://例え。テスト/", "http://xn--r8jz45g.xn--zckzah/", ""),
+        # UTS #46 non-transitional, as browsers: sharp s and final sigma are kept
+        ("http://faß.de/", "http://xn--fa-hia.de/", ""),
+        ("http://FASS.de/", "http://fass.de/", ""),
+        ("http://βόλος.com/", "http://xn--nxasmm1c.com/", ""),
+        ("http://\uff25\uff38\uff21\uff2d\uff30\uff2c\uff25\uff0ecom/", "http://example.com/", ""),
+        ("http://💩.la/", "http://xn--ls8h.la/", ""),
         ("http://%65xample.com/", "http://example.com/", ""),
         ("http://user:pass@Example.com/", "http://user:pass@example.com/", ""),
         ("http://[0:0::1]:8080/", "http://[::1]:8080/", ""),

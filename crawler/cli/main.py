@@ -1,7 +1,10 @@
 """Command line: ``crawler crawl``, ``crawler resume``, ``crawler report``.
 
 Exit codes follow lychee, so CI pipelines work unchanged: 0 every link fine,
-2 broken links found, 3 bad usage or configuration, 1 any other failure.
+2 broken links found, 3 bad usage or configuration, 1 any other failure,
+including a seed that could not be reached at all (no HTTP answer: DNS,
+connection, TLS, timeout), as lychee exits 1 when an input cannot be read: the
+site was not checked, which is not the same news as "it has broken links".
 An interrupted crawl exits 130 (SIGINT) or 143 (SIGTERM) and says how to resume.
 """
 
@@ -18,80 +21,32 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from crawler import __version__, aio, log, report
-from crawler.cli import options
+from crawler import aio, log, report, urls
+from crawler.cli import locations, options
+from crawler.cli.parser import EXIT_USAGE, build_parser
 from crawler.config import CrawlSettings, RunOptions
 from crawler.engine import joiner as joiner_mod
 from crawler.engine import runner, workers
-from crawler.errors import CrawlerError, DatabaseFailedError, DiskFullError, UsageError
-from crawler.service import command as service_cli
+from crawler.errors import (
+    CrawlerError,
+    DatabaseFailedError,
+    DiskFullError,
+    InvalidURLError,
+    UsageError,
+)
+from crawler.report.model import BrokenEdge
 from crawler.store import open as store_open
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_BROKEN = 2
-EXIT_USAGE = 3
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on bad usage; lychee's code for that is 3."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line, derived from ``crawler.options.OPTIONS``."""
-    parser = _Parser(prog="crawler", description="Recursive website link checker.")
-    parser.add_argument("--version", action="version", version=f"crawler {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    crawl = commands.add_parser("crawl", help="crawl from seed URLs and check every link")
-    crawl.add_argument("seeds", nargs="+", metavar="URL", help="where the crawl starts")
-    _add_config(crawl)
-    options.add_arguments(crawl)
-
-    resume = commands.add_parser("resume", help="continue an interrupted crawl")
-    resume.add_argument(
-        "--crawl", type=int, dest="crawl_id", help="crawl id (default: latest unfinished)"
-    )
-    _add_config(resume)
-    options.add_arguments(resume, "run")
-
-    work = commands.add_parser("work", help="join a running crawl as one more worker process")
-    work.add_argument(
-        "--crawl", type=int, dest="crawl_id", help="crawl id (default: latest unfinished)"
-    )
-    work.add_argument(
-        "--service",
-        action="store_true",
-        help="join the running crawls of `crawler serve` on this PostgreSQL --db, one after "
-        "another, leaving each when it finishes or is paused, cancelled or deleted",
-    )
-    work.add_argument(
-        "--exit-when-idle",
-        action="store_true",
-        help="with --service: exit when no crawl is running (default: wait for the next one)",
-    )
-    _add_config(work)
-    options.add_arguments(work, "run")
-
-    rep = commands.add_parser("report", help="print the report of a crawl, during or after it")
-    rep.add_argument("--crawl", type=int, dest="crawl_id", help="crawl id (default: latest)")
-    _add_config(rep)
-    options.add_arguments(rep, "run")
-
-    service_cli.add_serve_command(commands)
-    return parser
-
-
-def _add_config(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-c", "--config", metavar="FILE", help="TOML file with any of the options below"
-    )
+DISTRIBUTION = "crawler-linkcheck"
+# Modules of the optional extras: what needs them, and the extra to install.
+EXTRAS = {"asyncpg": ("a PostgreSQL --db", "postgres"), "prometheus_client": ("serve", "service")}
+# Failure kinds meaning "no HTTP answer at all": a seed failing so was never checked.
+UNREACHABLE_KINDS = frozenset({"timeout", "connection", "dns", "tls", "private_address"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -103,12 +58,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = getattr(args, "handler", None)
         if handler is not None:
             return int(handler(args))
-        settings, run_options = options.resolve(options.flags_from_namespace(args), args.config)
+        notes: list[str] = []
+        settings, run_options = options.resolve(
+            options.flags_from_namespace(args), args.config, cwd=Path.cwd(), notes=notes
+        )
+        if getattr(args, "include_fragments", None) in ("full", "text-only"):
+            notes.append(
+                "--include-fragments: anchor fragments (#id) are checked; "
+                "text fragments (#:~:text=) are not checked yet"
+            )
+        for note in notes:
+            print(f"crawler: note: {note}", file=sys.stderr)
         log.configure(run_options.log_level, run_options.log_format)
         if run_options.format not in report.FORMATS:
             raise UsageError(
                 f"invalid --format {run_options.format!r}: choose from {', '.join(report.FORMATS)}"
             )
+        _check_output(run_options.output)
         if args.command == "crawl":
             return _crawl(args, settings, run_options)
         if args.command == "resume":
@@ -118,6 +84,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _print_report(run_options, args.crawl_id)
     except UsageError as exc:
         print(f"crawler: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as exc:
+        if exc.name not in EXTRAS:
+            raise
+        what, extra = EXTRAS[exc.name]
+        print(
+            f"crawler: {what} needs the {extra!r} extra: pip install '{DISTRIBUTION}[{extra}]'",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     except DiskFullError as exc:
         print(
@@ -251,18 +226,59 @@ async def _run(run: RunOptions, job: runner.CrawlJob) -> tuple[bool, int | None]
     return finished, (received[0] if received else None)
 
 
+def _check_output(output: str | None) -> None:
+    """Refuse an ``-o`` that cannot be written before crawling, not after."""
+    if output is None:
+        return
+    path = Path(output)
+    parent = path.parent
+    if path.is_dir():
+        raise UsageError(f"cannot write report to {output}: it is a directory")
+    if not parent.is_dir():
+        raise UsageError(f"cannot write report to {output}: no such directory {str(parent)!r}")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"cannot write report to {output}: permission denied")
+
+
 def _print_report(run: RunOptions, crawl_id: int | None) -> int:
     data = store_open.load_report(run.db, crawl_id, run.format)
+    unreachable = unreachable_seeds(data)
+    site = locations.local_site(data)
+    if site is not None:  # files and lines instead of local URLs
+        data = locations.with_files(data, site, Path.cwd())
     text = report.render(data, run.format)
     if run.output:
         try:
             Path(run.output).write_text(text, encoding="utf-8", newline="")
         except OSError as exc:
-            raise UsageError(f"cannot write report to {run.output}: {exc.strerror}") from exc
+            raise UsageError(
+                f"cannot write report to {run.output}: {exc.strerror}. The crawl is saved "
+                f"in {run.db}: `crawler report --db {run.db} -f {run.format} -o FILE` "
+                f"writes it elsewhere"
+            ) from exc
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
+    for edge in unreachable:
+        print(f"crawler: seed {edge.url} could not be reached: {edge.error}", file=sys.stderr)
+    if unreachable:
+        return EXIT_FAILURE
     return EXIT_BROKEN if data.summary.broken else EXIT_OK
+
+
+def unreachable_seeds(data: report.ReportData) -> list[BrokenEdge]:
+    """The seeds that got no HTTP answer at all (their crawl never started)."""
+    seeds = set()
+    for seed in data.crawl.seeds:
+        if "://" not in seed:  # a directory: read, never unreachable
+            continue
+        with contextlib.suppress(InvalidURLError):
+            seeds.add(urls.normalize(seed)[0])
+    return [
+        edge
+        for edge in data.edges
+        if edge.source is None and edge.url in seeds and edge.kind in UNREACHABLE_KINDS
+    ]
 
 
 def run() -> NoReturn:

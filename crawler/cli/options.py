@@ -3,7 +3,12 @@
 Every option is declared once, in ``OPTIONS``; the argparse flags, the config
 file keys (the field names), the ``CRAWLER_*`` variables and the README's
 option table are all derived from it. Precedence, lowest first: model defaults
-< config file (``-c``) < environment < flags.
+< config files (``-c``, repeatable, later wins; without ``-c`` the working
+directory's ``crawler.toml`` or ``[tool.crawler]``, else ``lychee.toml``:
+``crawler.cli.configfiles``) < environment < flags. ``.crawlerignore`` and
+``.lycheeignore`` add to ``exclude``. Seconds are taken with units too
+(``50ms``, ``1s``, ``2m``), and lychee's spellings (``-V``, ``-v``, ``-q``,
+``-X``, ``-f compact``) work.
 """
 
 from __future__ import annotations
@@ -12,7 +17,6 @@ import argparse
 import json
 import os
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,15 +24,17 @@ from typing import Any, Literal, TypeVar
 
 import pydantic
 
-from crawler import config
+from crawler import config, report
+from crawler.cli import configfiles
 from crawler.errors import UsageError
 
-Kind = Literal["value", "flag", "negated", "list", "headers", "duration"]
+Kind = Literal["value", "flag", "negated", "list", "headers", "duration", "fragments"]
 Target = Literal["crawl", "run"]
 M = TypeVar("M", bound=pydantic.BaseModel)
 ENV_PREFIX = "CRAWLER_"
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|[smhdw]?)\s*$")
+_UNITS = {"": 1, "ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+DURATION_HELP = " (units: 500ms, 20s, 2m, 1h)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +55,13 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     # how this run behaves and reports
     Option("db", ("--db",), "the SQLite file", "run", metavar="PATH"),
-    Option("format", ("-f", "--format"), "report format", "run", metavar="FORMAT"),
+    Option(
+        "format",
+        ("-f", "--format"),
+        f"report format: {', '.join(report.FORMATS)} (lychee's compact and detailed: text)",
+        "run",
+        metavar="FORMAT",
+    ),
     Option("output", ("-o", "--output"), "write the report to this file", "run", metavar="FILE"),
     Option("no_progress", ("-n", "--no-progress"), "no live progress display", "run", "flag"),
     Option(
@@ -89,8 +101,8 @@ OPTIONS: tuple[Option, ...] = (
         ("--shutdown-timeout",),
         "on SIGINT/SIGTERM, how long in-flight requests may finish",
         "run",
-        metavar="SECONDS",
-        type=float,
+        "duration",
+        metavar="DURATION",
     ),
     # what is crawled
     Option(
@@ -147,12 +159,50 @@ OPTIONS: tuple[Option, ...] = (
         metavar="CIDR",
         separator=",",
     ),
+    # a built site in a directory (CI)
+    Option(
+        "root_dir",
+        ("--root-dir",),
+        "a directory of built HTML, crawled as the site (the seed when no URL is given)",
+        metavar="DIR",
+    ),
+    Option(
+        "base_url",
+        ("--base-url",),
+        "where the site in --root-dir is deployed: links to it are checked in the directory",
+        metavar="URL",
+    ),
+    Option(
+        "remap",
+        ("--remap",),
+        "rewrite URLs matching before checking them (re.sub, \\1 for groups)",
+        kind="list",
+        metavar="'REGEX REPLACEMENT'",
+    ),
+    Option(
+        "fallback_extensions",
+        ("--fallback-extensions",),
+        "in a directory, /about also finds about.EXT (comma-separated)",
+        kind="list",
+        metavar="EXT,...",
+        separator=",",
+    ),
+    Option(
+        "index_files",
+        ("--index-files",),
+        "in a directory, the files a directory URL answers with (comma-separated)",
+        kind="list",
+        metavar="NAME,...",
+        separator=",",
+    ),
     # how links are judged
     Option(
         "include_fragments",
         ("--include-fragments",),
-        "a link page#id is broken when the page has no such anchor",
-        kind="flag",
+        "a link page#id is broken when the page has no such anchor; "
+        "MODE none|anchor-only (the default when given)",
+        kind="fragments",
+        metavar="MODE",
     ),
     Option(
         "accept",
@@ -185,7 +235,7 @@ OPTIONS: tuple[Option, ...] = (
         metavar="AGE",
     ),
     # how requests are made
-    Option("timeout_s", ("-t", "--timeout"), "per request", metavar="SECONDS", type=float),
+    Option("timeout_s", ("-t", "--timeout"), "per request", kind="duration", metavar="DURATION"),
     Option(
         "max_retries",
         ("--max-retries",),
@@ -197,8 +247,8 @@ OPTIONS: tuple[Option, ...] = (
         "retry_wait_s",
         ("--retry-wait-time",),
         "first backoff, doubled each retry",
-        metavar="SECONDS",
-        type=float,
+        kind="duration",
+        metavar="DURATION",
     ),
     Option(
         "max_concurrency",
@@ -218,8 +268,8 @@ OPTIONS: tuple[Option, ...] = (
         "host_request_interval_s",
         ("--host-request-interval",),
         "minimum time between two requests to one host",
-        metavar="SECONDS",
-        type=float,
+        kind="duration",
+        metavar="DURATION",
     ),
     Option(
         "max_body_bytes",
@@ -230,7 +280,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "method",
-        ("--method",),
+        ("-X", "--method"),
         "how links are checked (GET is used when HEAD is refused)",
         choices=("head", "get"),
     ),
@@ -259,35 +309,134 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 BY_FIELD = {option.field: option for option in OPTIONS}
+FRAGMENT_WORDS = frozenset(configfiles.FRAGMENT_MODES)
 
 
-def add_arguments(parser: argparse.ArgumentParser, target: Target | None = None) -> None:
-    """Add the options (all, or one target's) to a parser; unset flags stay absent."""
-    for option in OPTIONS:
-        if target is not None and option.target != target:
-            continue
-        kwargs: dict[str, Any] = {
-            "dest": option.field,
-            "default": argparse.SUPPRESS,
-            "help": _help(option),
-        }
-        if option.kind == "flag":
-            kwargs.update(action="store_const", const=True)
-        elif option.kind == "negated":
-            kwargs.update(action="store_const", const=False)
-        elif option.kind in ("list", "headers"):
-            kwargs.update(action="append", metavar=option.metavar)
-        else:
-            kwargs.update(metavar=option.metavar, choices=option.choices)
-            if option.kind == "value":
-                kwargs["type"] = option.type
-        parser.add_argument(*option.flags, **kwargs)
+# The --help sections, in order: (title, what they decide, fields).
+GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "scope",
+        "what is crawled, and which links are checked",
+        (
+            "scope",
+            "include",
+            "exclude",
+            "no_follow",
+            "max_depth",
+            "max_urls",
+            "internal_only",
+            "sitemaps",
+            "use_sitemaps",
+            "exclude_all_private",
+            "allow_networks",
+        ),
+    ),
+    (
+        "built site",
+        "a directory of built HTML, checked before it is deployed",
+        ("root_dir", "base_url", "remap", "fallback_extensions", "index_files"),
+    ),
+    (
+        "checking",
+        "how links are requested and judged",
+        (
+            "include_fragments",
+            "accept",
+            "blocked_as_broken",
+            "max_redirects",
+            "max_cache_age_s",
+            "timeout_s",
+            "max_retries",
+            "retry_wait_s",
+            "max_body_bytes",
+            "method",
+            "user_agent",
+            "headers",
+            "basic_auth",
+            "cookie_jar",
+            "insecure",
+        ),
+    ),
+    (
+        "politeness",
+        "how hard servers are pressed",
+        ("robots", "max_concurrency", "host_concurrency", "host_request_interval_s"),
+    ),
+    (
+        "output",
+        "the report and the logs",
+        ("format", "output", "no_progress", "log_level", "log_format"),
+    ),
+    (
+        "storage",
+        "the database and the processes that share it",
+        ("db", "durability", "workers", "parse_helpers", "shutdown_timeout_s"),
+    ),
+)
+# What `crawler report` takes: it reads a database and writes a report, nothing more.
+REPORT_FIELDS = frozenset({"db", "format", "output", "log_level", "log_format"})
+
+
+def add_arguments(
+    parser: argparse.ArgumentParser,
+    target: Target | None = None,
+    only: frozenset[str] | None = None,
+) -> None:
+    """Add the options (all, or one target's) in their --help groups.
+
+    With ``only``, the target's other options are still accepted (scripts
+    pass ``-n`` to every command) but not shown in --help.
+    """
+    if only is not None:
+        for option in OPTIONS:
+            if (target is None or option.target == target) and option.field not in only:
+                _add(parser, option, shown=False)
+    for title, description, fields in GROUPS:
+        chosen = [
+            BY_FIELD[name]
+            for name in fields
+            if (target is None or BY_FIELD[name].target == target)
+            and (only is None or name in only)
+        ]
+        if chosen:
+            group = parser.add_argument_group(title, description)
+            for option in chosen:
+                _add(group, option)
+
+
+def _add(
+    group: argparse.ArgumentParser | argparse._ArgumentGroup, option: Option, shown: bool = True
+) -> None:
+    kwargs: dict[str, Any] = {
+        "dest": option.field,
+        "default": argparse.SUPPRESS,
+        "help": _help(option) if shown else argparse.SUPPRESS,
+    }
+    if option.kind == "flag":
+        kwargs.update(action="store_const", const=True)
+    elif option.kind == "fragments":
+        kwargs.update(nargs="?", const="anchor-only", metavar=option.metavar)
+    elif option.kind == "negated":
+        kwargs.update(action="store_const", const=False)
+    elif option.kind in ("list", "headers"):
+        kwargs.update(action="append", metavar=option.metavar)
+    else:
+        kwargs.update(metavar=option.metavar, choices=option.choices)
+        if option.kind == "value":
+            kwargs["type"] = str.lower if option.choices else option.type
+    group.add_argument(*option.flags, **kwargs)
+
+
+def help_text(option: Option) -> str:
+    """The option's --help line (also the man page's and the completions')."""
+    return _help(option)
 
 
 def _help(option: Option) -> str:
     default = default_text(option)
     repeat = " (repeatable)" if option.kind in ("list", "headers") else ""
-    return f"{option.help}{repeat}" + (f" [default: {default}]" if default else "")
+    units = DURATION_HELP if option.kind == "duration" else ""
+    return f"{option.help}{units}{repeat}" + (f" [default: {default}]" if default else "")
 
 
 def default_text(option: Option) -> str:
@@ -295,7 +444,7 @@ def default_text(option: Option) -> str:
     model = config.RunOptions if option.target == "run" else config.CrawlSettings
     field = model.model_fields[option.field]
     value = field.get_default(call_default_factory=True)
-    if option.kind in ("flag", "negated") or value in (None, [], {}):
+    if option.kind in ("flag", "negated", "fragments") or value in (None, [], {}):
         return ""
     if isinstance(value, list):
         return ", ".join(str(v) for v in value)
@@ -312,10 +461,40 @@ def flags_from_namespace(args: argparse.Namespace) -> dict[str, Any]:
         if option is None:
             continue
         values[name] = _convert(option, raw, f"{option.flags[-1]}")
+    verbose, quiet = getattr(args, "verbose", 0) or 0, getattr(args, "quiet", 0) or 0
+    if "log_level" not in values and (verbose or quiet):
+        values["log_level"] = "error" if quiet > verbose else ("info", "debug")[min(verbose, 2) - 1]
+    if quiet:
+        values.setdefault("no_progress", True)
     return values
 
 
+def add_common(parser: argparse.ArgumentParser) -> None:
+    """``-c``, ``-v`` and ``-q``: every command that runs or reads a crawl takes them."""
+    parser.add_argument(
+        "-c",
+        "--config",
+        metavar="FILE",
+        action="append",
+        help="TOML file with any of the options below (repeatable, later wins; "
+        "a lychee.toml is read with lychee's keys); default: ./crawler.toml, "
+        "[tool.crawler] in ./pyproject.toml, else ./lychee.toml",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="more logs on stderr: -v info, -vv debug",
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="count", default=0, help="errors only, no progress display"
+    )
+
+
 def _convert(option: Option, raw: Any, source: str) -> Any:
+    if option.kind == "fragments":
+        return configfiles.fragments_setting(raw, source, [])
     if option.kind == "headers":
         return parse_headers(raw, source)
     if option.kind == "duration":
@@ -335,32 +514,18 @@ def parse_headers(entries: Sequence[str], source: str = "--header") -> dict[str,
 
 
 def parse_duration(value: Any, source: str = "--max-cache-age") -> float:
-    """``90``, ``30s``, ``15m``, ``2h``, ``1d``, ``1w`` as seconds."""
+    """``90``, ``50ms``, ``30s``, ``15m``, ``2h``, ``1d``, ``1w`` as seconds."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     match = _DURATION.match(str(value))
     if not match:
-        raise UsageError(f"{source}: invalid duration {value!r} (use e.g. 90, 15m, 2h, 1d)")
+        raise UsageError(f"{source}: invalid duration {value!r} (use e.g. 90, 500ms, 15m, 2h, 1d)")
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 def load_file(path: str | Path) -> dict[str, Any]:
     """A TOML config file as field values; unknown keys are an error naming the key."""
-    try:
-        with Path(path).open("rb") as handle:
-            data = tomllib.load(handle)
-    except OSError as exc:
-        raise UsageError(f"cannot read config file {path}: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"config file {path}: {exc}") from exc
-    known = set(config.CrawlSettings.model_fields) | set(config.RunOptions.model_fields)
-    for key in data:
-        if key not in known:
-            raise UsageError(f"config file {path}: unknown key {key!r}")
-    values = dict(data)
-    if "max_cache_age_s" in values:
-        values["max_cache_age_s"] = parse_duration(values["max_cache_age_s"], f"{path}")
-    return values
+    return configfiles.load(Path(path), parse_duration).values
 
 
 def load_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -383,6 +548,8 @@ def _from_env(field: str, raw: str, name: str) -> Any:
     text = raw.strip()
     if option is not None and option.kind == "duration":
         return parse_duration(text, name)
+    if option is not None and option.kind == "fragments" and text.lower() in FRAGMENT_WORDS:
+        return configfiles.fragments_setting(text, name, [])
     if option is not None and option.kind in ("flag", "negated"):
         if text.lower() in ("1", "true", "yes", "on"):
             return True
@@ -405,15 +572,35 @@ def _from_env(field: str, raw: str, name: str) -> Any:
 
 def resolve(
     flag_values: Mapping[str, Any],
-    config_path: str | None = None,
+    config_path: str | Sequence[str] | None = None,
     environ: Mapping[str, str] | None = None,
+    *,
+    cwd: Path | None = None,
+    notes: list[str] | None = None,
 ) -> tuple[config.CrawlSettings, config.RunOptions]:
-    """Merge defaults < file < environment < flags and validate both models."""
-    merged: dict[str, Any] = {}
-    if config_path is not None:
-        merged.update(load_file(config_path))
+    """Merge defaults < files < environment < flags and validate both models.
+
+    With ``cwd``, its config files are read when no file is named, and its
+    ignore files add to ``exclude``; ``notes`` collects what the user should
+    be told (lychee keys ignored).
+    """
+    paths = [config_path] if isinstance(config_path, str) else list(config_path or [])
+    loaded = configfiles.Loaded()
+    for path in paths:
+        one = configfiles.load(Path(path), parse_duration)
+        loaded.values.update(one.values)
+        loaded.notes.extend(one.notes)
+    if not paths and cwd is not None:
+        loaded = configfiles.discover(cwd, parse_duration)
+    if notes is not None:
+        notes.extend(loaded.notes)
+    merged: dict[str, Any] = dict(loaded.values)
     merged.update(load_environment(environ))
     merged.update(flag_values)
+    if cwd is not None:
+        ignored = configfiles.ignore_patterns(cwd)
+        if ignored:
+            merged["exclude"] = [*merged.get("exclude", []), *ignored]
     run_fields = set(config.RunOptions.model_fields)
     crawl_values = {k: v for k, v in merged.items() if k not in run_fields}
     run_values = {k: v for k, v in merged.items() if k in run_fields}
@@ -438,7 +625,9 @@ def markdown_table() -> str:
     lines = ["| flag | config key / `CRAWLER_*` | default | meaning |", "|---|---|---|---|"]
     for option in OPTIONS:
         flags = ", ".join(f"`{flag}`" for flag in option.flags)
-        if option.metavar:
+        if option.kind == "fragments":
+            flags += f" `[={option.metavar}]`"
+        elif option.metavar:
             flags += f" `{option.metavar}`"
         elif option.choices:
             flags += " `" + "\\|".join(option.choices) + "`"

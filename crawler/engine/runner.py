@@ -95,10 +95,8 @@ class CrawlJob:
             for seed in self.seeds:
                 if seed.host:
                     wanted.extend(await robots.sitemaps(seed.url, seed.host))
-        if wanted:
-            pages = await sitemaps.collect(
-                fetcher, wanted, self.settings.max_urls or sitemaps.MAX_URLS
-            )
+        limit = self.settings.max_urls or sitemaps.MAX_URLS
+        async for pages in sitemaps.collect(fetcher, wanted, limit):  # one file at a time
             found = [self.scope.classify(page, element="sitemap", depth=0) for page in pages]
             await self.frontier.enqueue(found, time.time())
         await self.frontier.mark_seeded(time.time())
@@ -108,14 +106,22 @@ class CrawlJob:
         self.frontier.close()
 
 
-def prepare_seeds(raw_seeds: list[str]) -> tuple[list[str], list[str], Path | None]:
+def prepare_seeds(
+    raw_seeds: list[str], settings: CrawlSettings | None = None
+) -> tuple[list[str], list[str], Path | None]:
     """(seeds to record, normalized seed URLs, local root); UsageError for a bad seed.
 
-    A seed naming a directory becomes the local site's root URL; it is
+    A seed naming a directory (or ``--root-dir``) is the local site, served at
+    its home URL (``--base-url``, else ``http://local.invalid/``); it is
     recorded as an absolute path so a resume from elsewhere finds it.
     """
     recorded, keys = [], []
     local_root: Path | None = None
+    if settings is not None and settings.root_dir is not None:
+        local_root = Path(settings.root_dir).resolve()
+        if not local_root.is_dir():
+            raise UsageError(f"--root-dir {settings.root_dir!r}: no such directory")
+    home = localsite.home_url(settings.base_url if settings is not None else None)
     for seed in raw_seeds:
         if localsite.is_local_seed(seed):
             root = Path(seed).resolve()
@@ -123,7 +129,7 @@ def prepare_seeds(raw_seeds: list[str]) -> tuple[list[str], list[str], Path | No
                 raise UsageError("only one local directory can be crawled at a time")
             local_root = root
             recorded.append(str(root))
-            keys.append(localsite.LOCAL_ORIGIN + "/")
+            keys.append(home)
             continue
         if not urls.is_http(seed):
             scheme = urls.scheme_of(seed)
@@ -136,6 +142,9 @@ def prepare_seeds(raw_seeds: list[str]) -> tuple[list[str], list[str], Path | No
             raise UsageError(f"seed {seed!r}: {exc}") from exc
         recorded.append(seed)
         keys.append(key)
+    if not raw_seeds and local_root is not None:
+        recorded.append(str(local_root))
+        keys.append(home)
     return recorded, keys, local_root
 
 
@@ -148,9 +157,11 @@ def start(
     crawl_id: int | None = None,
 ) -> CrawlJob:
     """Record a new crawl in the database (keeping any earlier ones), as ``crawl_id`` if given."""
-    if not raw_seeds:
-        raise UsageError("no seed URL given")
-    recorded, keys, local_root = prepare_seeds(raw_seeds)
+    if not raw_seeds and settings.root_dir is None:
+        raise UsageError("no seed URL given (a URL, a directory, or --root-dir DIR)")
+    if settings.root_dir is not None:  # stored with the crawl: a resume from elsewhere finds it
+        settings = settings.model_copy(update={"root_dir": str(Path(settings.root_dir).resolve())})
+    recorded, keys, local_root = prepare_seeds(raw_seeds, settings)
     scope = Scope.build(settings, keys)
     seeds = classified_seeds(scope, keys)
     # Recorded with its seeds in one transaction; its sitemaps, if any, come later.
@@ -188,7 +199,7 @@ def open_existing(
     store, record = store_open.open_crawl(db_path, crawl_id, durability=durability)
     try:
         settings = CrawlSettings.model_validate(record.config)
-        _, keys, local_root = prepare_seeds(record.seeds)
+        _, keys, local_root = prepare_seeds(record.seeds, settings)
     except BaseException:
         store.close()
         raise

@@ -15,6 +15,7 @@ import base64
 import ssl
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
@@ -36,7 +37,8 @@ __all__ = ["Fetched", "Fetcher", "classify_exception"]
 HEAD_REFUSED = frozenset({400, 403, 405, 406, 501})
 READ_CHUNK = 64 * 1024
 POLICY_HEADERS = ("cf-mitigated", "server")
-Read = Literal["none", "html", "any"]
+Read = Literal["none", "html", "any", "stream"]
+Feed = Callable[[bytes], bool]  # takes a chunk of a streamed body; False: no more wanted
 
 
 class Fetcher:
@@ -44,7 +46,7 @@ class Fetcher:
 
     def __init__(self, settings: CrawlSettings, *, local_root: Path | None = None) -> None:
         self._settings = settings
-        self._local_root = local_root
+        self._local = localsite.LocalSite.build(local_root, settings) if local_root else None
         self._session: aiohttp.ClientSession | None = None
         self._jar: aiohttp.CookieJar | None = None
         self._proxies = {
@@ -113,6 +115,14 @@ class Fetcher:
         """GET any document (robots.txt, a sitemap) and read it, capped."""
         return await self._request("GET", url, read="any")
 
+    async def fetch_stream(self, url: str, feed: Feed, *, cap: int) -> Fetched:
+        """GET a document (a sitemap) and hand its body to ``feed`` chunk by chunk.
+
+        The body is never held whole; reading stops when ``feed`` returns False
+        or after ``cap`` bytes (then ``truncated`` is set).
+        """
+        return await self._request("GET", url, read="stream", feed=feed, cap=cap)
+
     async def check(self, url: str) -> Fetched:
         """HEAD a link (GET with ``--method get``), GET when the server refuses HEAD."""
         if self._settings.method == "get":
@@ -122,11 +132,18 @@ class Fetcher:
             fetched = await self._request("GET", url, read="none")
         return fetched
 
-    async def _request(self, method: str, url: str, *, read: Read) -> Fetched:
-        """The one path of every request: the address guard, then aiohttp (or the local site)."""
-        if self._local_root is not None and localsite.is_local_url(url):
+    async def _request(
+        self, method: str, url: str, *, read: Read, feed: Feed | None = None, cap: int = 0
+    ) -> Fetched:
+        """The one path of every request: the address guard, then aiohttp (or the local site).
+
+        ``read="stream"`` hands the body to ``feed`` chunk by chunk, ``cap`` bytes at most.
+        """
+        if self._local is not None and self._local.contains(url):
+            if feed is not None:
+                return await localsite.stream(self._local, url, feed, cap)
             return await localsite.fetch(
-                self._local_root,
+                self._local,
                 url,
                 method,
                 read_html=read != "none",
@@ -150,7 +167,9 @@ class Fetcher:
             ) as response:
                 self._take_headers(response, fetched)
                 wanted = read == "any" or (read == "html" and (fetched.is_html or fetched.is_css))
-                if wanted and 200 <= response.status < 300:
+                if feed is not None and 200 <= response.status < 300:
+                    fetched.size, fetched.truncated = await _feed_body(response, feed, cap)
+                elif wanted and 200 <= response.status < 300:
                     await self._read_capped(response, fetched)
         except Exception as exc:  # every failure becomes data on the link
             fetched.failure, fetched.error = classify_exception(exc)
@@ -210,6 +229,18 @@ class Fetcher:
             fetched.truncated = not response.content.at_eof()
         fetched.body = b"".join(chunks)
         fetched.size = size
+
+
+async def _feed_body(response: aiohttp.ClientResponse, feed: Feed, cap: int) -> tuple[int, bool]:
+    """Hand the body to ``feed`` until it ends, ``feed`` declines, or ``cap``: (size, capped)."""
+    size = 0
+    async for chunk in response.content.iter_chunked(READ_CHUNK):
+        size += len(chunk)
+        if size > cap:
+            return size, True
+        if not feed(chunk):
+            break
+    return size, False
 
 
 def classify_exception(exc: BaseException) -> tuple[FailureKind, str]:

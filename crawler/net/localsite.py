@@ -1,10 +1,13 @@
 """``crawler crawl ./public``: a directory of built HTML, crawled as a site rooted there.
 
-The directory is served under the origin ``http://local.invalid`` (a name that
-can never resolve, so nothing leaks onto the network): root-relative links such
-as ``/about/`` resolve as they will once deployed, a directory answers with its
-``index.html``, and a missing file answers 404. External links are checked as
-usual over the network.
+The directory is served under an origin: ``http://local.invalid`` by default (a
+name that can never resolve, so nothing leaks onto the network), or the
+address the site will be deployed at (``--base-url https://example.org/``), so
+that absolute links to the site's own pages are checked in the directory too.
+Root-relative links such as ``/about/`` resolve as they will once deployed, a
+directory answers with its index file (``--index-files``), ``/about`` finds
+``about.html`` (``--fallback-extensions``), and a missing file answers 404.
+External links are checked as usual over the network.
 """
 
 from __future__ import annotations
@@ -12,14 +15,83 @@ from __future__ import annotations
 import asyncio
 import mimetypes
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
+from crawler import urls
+from crawler.errors import InvalidURLError, UsageError
 from crawler.fetch_types import Fetched
+
+if TYPE_CHECKING:
+    from crawler.config import CrawlSettings
 
 LOCAL_HOST = "local.invalid"
 LOCAL_ORIGIN = f"http://{LOCAL_HOST}"
 INDEX_FILES = ("index.html", "index.htm")
+STREAM_CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class LocalSite:
+    """A directory served under ``home`` (an origin and a path prefix ending in ``/``)."""
+
+    root: Path
+    home: str = LOCAL_ORIGIN + "/"
+    index_files: tuple[str, ...] = INDEX_FILES
+    fallback_extensions: tuple[str, ...] = ()
+
+    @classmethod
+    def build(cls, root: Path, settings: CrawlSettings | None = None) -> LocalSite:
+        """The site for ``root`` as the settings describe it (``base_url`` and file rules)."""
+        if settings is None:
+            return cls(root)
+        return cls(
+            root,
+            home_url(settings.base_url),
+            tuple(settings.index_files),
+            tuple(settings.fallback_extensions),
+        )
+
+    def contains(self, url: str) -> bool:
+        """Does this URL (a normalized key) belong to the local site?"""
+        return url.startswith(self.home) or url == self.home[:-1]
+
+    def file_for(self, url: str) -> Path | None:
+        """The file a local URL names, or None (no such file, or it escapes the root)."""
+        path = unquote(urlsplit(url).path)
+        prefix = urlsplit(self.home).path
+        relative = path[len(prefix) :] if path.startswith(prefix) else path.lstrip("/")
+        candidate = (self.root / relative).resolve()
+        if candidate != self.root and self.root not in candidate.parents:
+            return None
+        if candidate.is_dir():
+            for name in self.index_files:
+                index = candidate / name
+                if index.is_file():
+                    return index
+            return None
+        if candidate.is_file():
+            return candidate
+        for extension in self.fallback_extensions:
+            other = candidate.with_name(f"{candidate.name}.{extension}")
+            if other.is_file():
+                return other
+        return None
+
+
+def home_url(base_url: str | None) -> str:
+    """The local site's home: the normalized ``base_url`` ending in ``/``, else the default."""
+    if not base_url:
+        return LOCAL_ORIGIN + "/"
+    try:
+        key, _ = urls.normalize(base_url)
+    except InvalidURLError as exc:
+        raise UsageError(f"--base-url {base_url!r}: {exc}") from exc
+    key = key.split("?", 1)[0]
+    return key if key.endswith("/") else key + "/"
 
 
 def is_local_seed(seed: str) -> bool:
@@ -28,30 +100,20 @@ def is_local_seed(seed: str) -> bool:
 
 
 def is_local_url(url: str) -> bool:
-    """Does this URL belong to the local site?"""
+    """Does this URL belong to a local site served under the default origin?"""
     return url.startswith(LOCAL_ORIGIN + "/")
 
 
 def file_for(root: Path, url: str) -> Path | None:
-    """The file a local URL names, or None when there is none (or it escapes the root)."""
-    path = unquote(urlsplit(url).path)
-    candidate = (root / path.lstrip("/")).resolve()
-    if candidate != root and root not in candidate.parents:
-        return None
-    if candidate.is_dir():
-        for name in INDEX_FILES:
-            index = candidate / name
-            if index.is_file():
-                return index
-        return None
-    return candidate if candidate.is_file() else None
+    """The file a default-origin local URL names (``LocalSite.file_for`` with defaults)."""
+    return LocalSite(root).file_for(url)
 
 
-async def fetch(root: Path, url: str, method: str, *, read_html: bool, cap: int) -> Fetched:
+async def fetch(site: LocalSite, url: str, method: str, *, read_html: bool, cap: int) -> Fetched:
     """Answer a request for a local URL from the file system."""
     started = time.monotonic()
     fetched = Fetched(method=method)
-    found = await asyncio.to_thread(file_for, root, url)
+    found = await asyncio.to_thread(site.file_for, url)
     if found is None:
         fetched.status, fetched.reason = 404, "Not Found"
     else:
@@ -59,11 +121,35 @@ async def fetch(root: Path, url: str, method: str, *, read_html: bool, cap: int)
         media, _ = mimetypes.guess_type(found.name)
         fetched.content_type = media or "application/octet-stream"
         fetched.size = found.stat().st_size
-        if read_html and method == "GET" and fetched.is_html:
+        if read_html and method == "GET" and (fetched.is_html or fetched.is_css):
             data = await asyncio.to_thread(_read_capped, found, cap)
             fetched.body = data
             fetched.truncated = fetched.size > cap
     fetched.elapsed_ms = int((time.monotonic() - started) * 1000)
+    return fetched
+
+
+async def stream(site: LocalSite, url: str, feed: Callable[[bytes], bool], cap: int) -> Fetched:
+    """Hand a local file to ``feed`` chunk by chunk, as ``Fetcher.fetch_stream`` does."""
+    fetched = Fetched(method="GET")
+    found = await asyncio.to_thread(site.file_for, url)
+    if found is None:
+        fetched.status, fetched.reason = 404, "Not Found"
+        return fetched
+    fetched.status, fetched.reason = 200, "OK"
+    handle = await asyncio.to_thread(found.open, "rb")
+    size = 0
+    try:
+        while chunk := await asyncio.to_thread(handle.read, STREAM_CHUNK):
+            size += len(chunk)
+            if size > cap:
+                fetched.truncated = True
+                break
+            if not feed(chunk):
+                break
+    finally:
+        handle.close()
+    fetched.size = size
     return fetched
 
 

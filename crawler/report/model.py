@@ -81,6 +81,11 @@ class BrokenEdge:
     kind: str  # a ``FailureKind`` value, FRAGMENT_KIND or "unknown": why it is broken
     source: str | None  # None for a broken seed, which no page links to
     elements: tuple[str, ...]  # how the source links to it: a, img, script, ...
+    # Where the link is written, when the source is a local file (``crawler crawl DIR``):
+    # the path relative to the working directory, 1-based line and column.
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
 
 
 class Cursor(NamedTuple):
@@ -125,6 +130,11 @@ class ReportData:
     edges: list[BrokenEdge]  # one per (broken URL, source page)
     pages: list[str] | None = None  # read only when a format needs them
     results: list[ResultRow] | None = None  # read only when a format needs them
+
+    @property
+    def ok(self) -> bool:
+        """No broken link (what exit code 0 means)."""
+        return self.summary.broken == 0
 
     @property
     def pages_per_s(self) -> float:

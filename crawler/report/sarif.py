@@ -3,7 +3,10 @@
 One run of the tool ``crawler``; one rule per failure kind (``http_status``,
 ``timeout``, ``connection``, ``redirect_loop``, …, ``missing_fragment``); one
 result per (source page, broken link), located at the source page (a broken
-seed at itself), with a message naming the broken URL and its status.
+seed at itself), with a message naming the broken URL and its status. When
+the source is a file of a local site, the location is that file, relative to
+the working directory, with the link's line and column as its ``region``, so
+code scanning annotates the line.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ def document(data: ReportData) -> dict[str, Any]:
                     }
                 },
                 "invocations": [invocation],
+                "columnKind": "unicodeCodePoints",
                 "results": [_result(edge, index[edge.kind]) for edge in data.edges],
                 "properties": {
                     "crawl_id": crawl.id,
@@ -93,9 +97,22 @@ def _result(edge: BrokenEdge, rule_index: int) -> dict[str, Any]:
         "ruleIndex": rule_index,
         "level": "error",
         "message": {"text": f"{what} {edge.url} ({status}: {reason(edge.status, edge.error)})"},
-        "locations": [{"physicalLocation": {"artifactLocation": {"uri": edge.source or edge.url}}}],
+        "locations": [{"physicalLocation": _physical(edge)}],
         "properties": {"url": edge.url, "status": edge.status, "elements": list(edge.elements)},
     }
+
+
+def _physical(edge: BrokenEdge) -> dict[str, Any]:
+    """A file with the link's line and column when known (a local site), else the page's URL."""
+    if edge.file is None:
+        return {"artifactLocation": {"uri": edge.source or edge.url}}
+    physical: dict[str, Any] = {"artifactLocation": {"uri": edge.file}}
+    if edge.line is not None:
+        region = {"startLine": edge.line}
+        if edge.column is not None:
+            region["startColumn"] = edge.column
+        physical["region"] = region
+    return physical
 
 
 def _utc(timestamp: float) -> str:

@@ -80,6 +80,14 @@ def test_guarded_settings_exclude_private_addresses_and_refuse_server_paths() ->
     assert "exclude_all_private" not in safety.guard_settings({}, allow_private=True)
     with pytest.raises(ValueError, match="cookie_jar"):
         safety.guard_settings({"cookie_jar": "/etc/shadow"}, allow_private=True)
+    with pytest.raises(ValueError, match="root_dir"):  # a directory on the server: never
+        safety.guard_settings({"root_dir": "/etc"}, allow_private=True)
+
+
+def test_a_directory_on_the_server_is_not_a_seed(tmp_path: Path) -> None:
+    body = {"seeds": [str(tmp_path)]}
+    with pytest.raises(pydantic.ValidationError, match="not an http"):
+        CrawlCreate.model_validate(body, context={"allow_private": True})
 
 
 def test_settings_shown_to_readers_hide_credentials() -> None:

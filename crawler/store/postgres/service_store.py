@@ -44,8 +44,10 @@ GROUP BY host
 """
 # A crawl's rows, children first. Hosts are shared by every crawl and stay.
 _DELETE_CRAWL = (
-    "DELETE FROM link WHERE target_id IN (SELECT id FROM url WHERE crawl_id = $1)",
-    "DELETE FROM link WHERE source_id IN (SELECT id FROM url WHERE crawl_id = $1)",
+    "DELETE FROM link_open WHERE target_id IN (SELECT id FROM url WHERE crawl_id = $1)",
+    "DELETE FROM link_open WHERE source_id IN (SELECT id FROM url WHERE crawl_id = $1)",
+    "DELETE FROM link_settled WHERE source_id IN (SELECT id FROM url WHERE crawl_id = $1)",
+    "DELETE FROM link_settled WHERE target_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "DELETE FROM anchor WHERE url_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "UPDATE result SET redirect_to_id = NULL "
     "WHERE redirect_to_id IN (SELECT id FROM url WHERE crawl_id = $1)",
@@ -54,6 +56,7 @@ _DELETE_CRAWL = (
     "DELETE FROM worker WHERE crawl_id = $1",
     "DELETE FROM robots WHERE crawl_id = $1",
     "DELETE FROM url WHERE crawl_id = $1",
+    "DELETE FROM crawl_count WHERE crawl_id = $1",
     "DELETE FROM crawl WHERE id = $1",
 )
 # Running crawls a worker may join, the least staffed first, then the oldest.

@@ -1,0 +1,126 @@
+"""Reports of a local site name files, not ``http://local.invalid/`` URLs.
+
+A crawl of a directory (``crawler crawl public`` or ``--root-dir``) stores its
+pages under the site's home URL; a person reading a report, and GitHub code
+scanning reading SARIF, want the file in the repository and the line. Before a
+report is rendered, each local URL becomes its file's path relative to the
+working directory, and each broken link's source gets the line and column
+where the link is written (``crawler.positions``), read from the few files
+that have broken links: ``public/index.html:12:5``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from crawler import positions
+from crawler.config import CrawlSettings
+from crawler.net.localsite import LocalSite
+from crawler.report import ReportData
+from crawler.report.model import BrokenEdge, BrokenLink
+from crawler.scope import parse_remap
+
+
+def local_site(data: ReportData) -> LocalSite | None:
+    """The crawl's local site, when it crawled a directory that still exists."""
+    try:
+        settings = CrawlSettings.model_validate(data.crawl.config)
+    except ValueError:
+        return None
+    roots = [seed for seed in data.crawl.seeds if "://" not in seed]
+    root = settings.root_dir or (roots[0] if roots else None)
+    if root is None or not Path(root).is_dir():
+        return None
+    return LocalSite.build(Path(root), settings)
+
+
+def with_files(data: ReportData, site: LocalSite, cwd: Path) -> ReportData:
+    """The report with local URLs as paths and broken links' sources as path:line:column."""
+    settings = CrawlSettings.model_validate(data.crawl.config)
+    paths = _Paths(site, cwd, tuple(parse_remap(e) for e in settings.remap))
+    edges = [paths.edge(edge) for edge in data.edges]
+    shown = {(old.url, old.source): new.source for old, new in zip(data.edges, edges, strict=True)}
+    broken = [
+        BrokenLink(
+            url=paths.name(link.url),
+            status=link.status,
+            error=link.error,
+            sources=[shown.get((link.url, s)) or paths.name(s) for s in link.sources],
+        )
+        for link in data.broken
+    ]
+    pages = [paths.name(page) for page in data.pages] if data.pages is not None else None
+    results = (
+        [dataclasses.replace(row, url=paths.name(row.url)) for row in data.results]
+        if data.results is not None
+        else None
+    )
+    return dataclasses.replace(data, edges=edges, broken=broken, pages=pages, results=results)
+
+
+class _Paths:
+    """Local URL -> display path, and link positions per source file (each read once)."""
+
+    def __init__(self, site: LocalSite, cwd: Path, remaps: positions.Remaps) -> None:
+        self._site = site
+        self._cwd = cwd
+        self._remaps = remaps
+        self._positions: dict[str, dict[str, positions.Position]] = {}
+
+    def name(self, url: str) -> str:
+        """A local URL as a path relative to the working directory; others unchanged."""
+        if not self._site.contains(url):
+            return url
+        parts = urlsplit(url)
+        tail = f"#{parts.fragment}" if parts.fragment else ""
+        found = self._site.file_for(url)
+        if found is not None:
+            return self._relative(found) + tail
+        prefix = urlsplit(self._site.home).path
+        path = unquote(parts.path)
+        path = path[len(prefix) :] if path.startswith(prefix) else path.lstrip("/")
+        shown = self._relative(self._site.root / path) + ("/" if path.endswith("/") else "")
+        return shown + tail
+
+    def edge(self, edge: BrokenEdge) -> BrokenEdge:
+        """The edge with its URL and source as paths, and the source's line and column."""
+        url = self.name(edge.url)
+        if edge.source is None or not self._site.contains(edge.source):
+            return dataclasses.replace(edge, url=url)
+        found = self._site.file_for(edge.source)
+        if found is None:
+            return dataclasses.replace(edge, url=url, source=self.name(edge.source))
+        file = self._relative(found)
+        where = self._where(edge.source, found).get(edge.url)
+        if where is None:
+            return dataclasses.replace(edge, url=url, source=file, file=file)
+        return dataclasses.replace(
+            edge,
+            url=url,
+            source=f"{file}:{where.line}:{where.column}",
+            file=file,
+            line=where.line,
+            column=where.column,
+        )
+
+    def _where(self, source: str, found: Path) -> dict[str, positions.Position]:
+        if source not in self._positions:
+            try:
+                text = found.read_bytes().decode("utf-8", "replace")
+            except OSError:
+                text = ""
+            self._positions[source] = positions.link_positions(text, source, self._remaps)
+        return self._positions[source]
+
+    def _relative(self, path: Path) -> str:
+        try:
+            shown = os.path.relpath(path, self._cwd)
+        except ValueError:  # another drive (Windows)
+            shown = str(path)
+        if shown.startswith(".."):
+            shown = str(path)
+        return shown.replace(os.sep, "/")
+

@@ -1,0 +1,159 @@
+"""A directory of built HTML checked as CI checks it: files and lines, not local URLs.
+
+The example site (tests/fixtures/built-site) is deployed at https://example.org/
+and links to itself by absolute URL, by extensionless path and by directory; it
+has four broken links, each written at a known line and column. Nothing here
+reaches the network: the site's own origin is answered from the directory.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from crawler.net.localsite import LocalSite
+
+from kit.clikit import run_cli
+from kit.crawlkit import crawl
+
+FIXTURE = Path(__file__).parent / "fixtures" / "built-site"
+SCHEMAS = Path(__file__).parent / "schemas"
+SITE_ARGS = ("--base-url", "https://example.org/", "--fallback-extensions", "html")
+
+
+def where(path: Path, needle: str) -> tuple[int, int]:
+    """1-based line and column of the first ``needle`` in a file."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if needle in line:
+            return number, line.index(needle) + 1
+    raise AssertionError(f"{needle!r} not in {path}")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository checkout with the built site in public/."""
+    shutil.copytree(FIXTURE, tmp_path / "public")
+    return tmp_path
+
+
+def expected_locations(repo: Path) -> set[tuple[str, str, int, int]]:
+    public = repo / "public"
+    return {
+        (
+            "public/missing.html",
+            "public/index.html",
+            *where(public / "index.html", "/missing.html"),
+        ),
+        (
+            "public/docs/guide.html#nowhere",
+            "public/about.html",
+            *where(public / "about.html", "docs/guide.html#nowhere"),
+        ),
+        (
+            "public/img/large.png",
+            "public/docs/guide.html",
+            *where(public / "docs/guide.html", "/img/large.png"),
+        ),
+        ("public/img/bg.png", "public/style.css", *where(public / "style.css", "/img/bg.png")),
+    }
+
+
+def crawl_cli(repo: Path, *args: str) -> Any:
+    return run_cli(
+        "crawl", "--root-dir", "public", *SITE_ARGS, "--include-fragments", "-n", *args, cwd=repo
+    )
+
+
+def test_sarif_points_at_files_and_lines_and_validates(repo: Path) -> None:
+    result = crawl_cli(repo, "-f", "sarif", "-o", "links.sarif")
+    assert result.returncode == 2, result.stderr
+    log = json.loads((repo / "links.sarif").read_text(encoding="utf-8"))
+    schema = json.loads((SCHEMAS / "sarif-2.1.0-subset.json").read_text(encoding="utf-8"))
+    jsonschema.Draft7Validator(schema).validate(log)
+    found = set()
+    for item in log["runs"][0]["results"]:
+        physical = item["locations"][0]["physicalLocation"]
+        region = physical["region"]
+        url = item["properties"]["url"]
+        found.add(
+            (url, physical["artifactLocation"]["uri"], region["startLine"], region["startColumn"])
+        )
+    assert found == expected_locations(repo)
+    assert "local.invalid" not in json.dumps(log)
+
+
+def test_every_format_names_files_with_line_and_column(repo: Path) -> None:
+    assert crawl_cli(repo).returncode == 2
+    expected = expected_locations(repo)
+    spots = {f"{source}:{line}:{column}" for _, source, line, column in expected}
+    for fmt in ("text", "json", "markdown", "csv", "junit", "html"):
+        result = run_cli("report", "-f", fmt, cwd=repo)
+        assert result.returncode == 2, (fmt, result.stderr)
+        assert "local.invalid" not in result.stdout, fmt
+        for spot in spots:
+            assert spot in result.stdout, (fmt, spot)
+    doc = json.loads(run_cli("report", "-f", "json", cwd=repo).stdout)
+    assert {b["url"] for b in doc["broken"]} == {url for url, *_ in expected}
+    rows = list(csv.DictReader(io.StringIO(run_cli("report", "-f", "csv", cwd=repo).stdout)))
+    assert {(r["url"], r["source"]) for r in rows} == {
+        (url, f"{source}:{line}:{column}") for url, source, line, column in expected
+    }
+
+
+def test_without_fallback_extensions_an_extensionless_link_is_broken(repo: Path) -> None:
+    result = run_cli(
+        "crawl", "public", "--base-url", "https://example.org/", "-n", "-f", "json", cwd=repo
+    )
+    assert result.returncode == 2
+    broken = {b["url"] for b in json.loads(result.stdout)["broken"]}
+    assert "public/about" in broken
+    assert "public/missing.html" in broken
+
+
+def test_a_directory_seed_and_root_dir_are_the_same_crawl(repo: Path) -> None:
+    one = run_cli("crawl", "public", *SITE_ARGS, "-n", "-f", "json", "--db", "a.db", cwd=repo)
+    two = run_cli(
+        "crawl", "--root-dir", "public", *SITE_ARGS, "-n", "-f", "json", "--db", "b.db", cwd=repo
+    )
+    assert json.loads(one.stdout)["broken"] == json.loads(two.stdout)["broken"]
+    assert json.loads(one.stdout)["summary"] == json.loads(two.stdout)["summary"]
+
+
+def test_local_site_files_index_files_and_fallbacks(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "home.htm").write_text("x")
+    (tmp_path / "page.html").write_text("x")
+    site = LocalSite(tmp_path.resolve(), "https://example.org/docs/", ("home.htm",), ("html",))
+    assert site.contains("https://example.org/docs/d/")
+    assert site.contains("https://example.org/docs")
+    assert not site.contains("https://example.org/other")
+    assert site.file_for("https://example.org/docs/d/") == (tmp_path / "d" / "home.htm").resolve()
+    assert site.file_for("https://example.org/docs/page") == (tmp_path / "page.html").resolve()
+    assert site.file_for("https://example.org/docs/../../etc/passwd") is None
+    assert LocalSite(tmp_path.resolve()).file_for("http://local.invalid/d/") is None
+
+
+async def test_remap_sends_an_old_domain_into_the_directory(repo: Path) -> None:
+    (repo / "public" / "old.html").write_text(
+        '<a href="https://old.example.net/about.html">old</a>'
+        '<a href="https://old.example.net/gone.html">gone</a>'
+    )
+    data = await crawl(
+        repo / "c.db",
+        ["https://example.org/", "https://example.org/old.html"],
+        root_dir=str(repo / "public"),
+        base_url="https://example.org/",
+        fallback_extensions=["html"],
+        remap=[r"^https://old\.example\.net/(.*) https://example.org/$1"],
+    )
+    broken = {b.url for b in data.broken}
+    assert "https://example.org/gone.html" in broken
+    assert not any("old.example.net" in url for url in broken)
+    assert "https://example.org/about.html" not in broken

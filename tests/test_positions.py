@@ -1,0 +1,79 @@
+"""Link positions are found in the raw text, keyed as the crawl stores links."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crawler.positions import LineIndex, Position, link_positions
+
+PAGE = "https://example.org/dir/page.html"
+
+
+def test_attributes_srcset_refresh_and_css_each_get_their_position() -> None:
+    text = (
+        "<html>\r\n"
+        "<a href=\"a.html\">a</a> <a href='/b?x=1&amp;y=2'>b</a>\r\n"
+        '<img srcset="s1.png 1x,   s2.png 2x" src=plain.png>\n'
+        '<meta http-equiv="refresh" content="0; url=/next">\n'
+        "<style>@import 'imp.css'; p { background: url( \"bg.png\" ) }</style>\n"
+        '<a href="c.html#part">c</a>'
+    )
+    found = link_positions(text, PAGE)
+    lines = text.replace("\r\n", "\n").split("\n")
+
+    def at(needle: str) -> Position:
+        for number, line in enumerate(lines, start=1):
+            if needle in line:
+                return Position(number, line.index(needle) + 1)
+        raise AssertionError(needle)
+
+    assert found["https://example.org/dir/a.html"] == at("a.html")
+    assert found["https://example.org/b?x=1&y=2"] == at("/b?x=1")
+    assert found["https://example.org/dir/s1.png"] == at("s1.png")
+    assert found["https://example.org/dir/s2.png"] == at("s2.png")
+    assert found["https://example.org/dir/plain.png"] == at("plain.png")
+    assert found["https://example.org/next"] == at("/next")
+    assert found["https://example.org/dir/imp.css"] == at("imp.css")
+    assert found["https://example.org/dir/bg.png"] == at("bg.png")
+    assert found["https://example.org/dir/c.html#part"] == at("c.html#part")
+    assert found["https://example.org/dir/c.html"] == at("c.html#part")
+    assert found["https://example.org/dir/a.html"] == Position(2, 10)  # counted by hand
+
+
+def test_base_href_and_remaps_are_honoured() -> None:
+    import re
+
+    text = '<base href="https://cdn.example.net/x/"><a href="y.html">y</a>'
+    remaps = ((re.compile(r"^https://cdn\.example\.net/"), "https://example.org/"),)
+    assert link_positions(text, PAGE) == {
+        "https://cdn.example.net/x/": Position(1, 13),
+        "https://cdn.example.net/x/y.html": Position(1, 50),
+    }
+    assert "https://example.org/x/y.html" in link_positions(text, PAGE, remaps)
+
+
+def test_the_first_occurrence_wins() -> None:
+    text = '<a href="/x">1</a>\n<a href="/x">2</a>'
+    assert link_positions(text, PAGE) == {"https://example.org/x": Position(1, 10)}
+
+
+def test_line_index_handles_every_line_end() -> None:
+    index = LineIndex("ab\ncd\r\nef\rgh")
+    assert [index.position(i) for i in (0, 1, 3, 7, 10)] == [
+        Position(1, 1),
+        Position(1, 2),
+        Position(2, 1),
+        Position(3, 1),
+        Position(4, 1),
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from(list("<a href=src\"'(url)@import# \n\r\\/:%&;é")), max_size=80)
+)
+def test_any_text_gives_positions_without_raising(text: str) -> None:
+    for position in link_positions(text, PAGE).values():
+        assert position.line >= 1
+        assert position.column >= 1
