@@ -252,8 +252,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "cookie_jar",
         ("--cookie-jar",),
-        "read and write cookies in this file (Netscape format)",
+        "import cookies from this file before the crawl, export them after (Netscape format)",
         metavar="FILE",
+    ),
+    Option(
+        "cookies",
+        ("--no-cookies",),
+        "keep no cookies between requests (the crawl's jar is on by default)",
+        kind="negated",
     ),
     Option("insecure", ("-i", "--insecure"), "do not verify TLS certificates", kind="flag"),
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from crawler.models import Counts, Discovered, LeasedUrl, Outcome
+from crawler.models import Cookie, Counts, Discovered, LeasedUrl, Outcome
 from crawler.politeness import Gate, Limits
 
 
@@ -49,6 +49,18 @@ class FrontierStore(Protocol):
     async def get_robots(self, host: str) -> tuple[int | None, str] | None: ...
 
     async def put_robots(self, host: str, status: int | None, body: str, now: float) -> None: ...
+
+    # The crawl's cookie jar (``crawler.net.cookies``): ``put_cookies`` upserts by
+    # (domain, path, name) and stamps ``now``; an expired cookie is a deletion,
+    # kept so other workers learn of it; at most DEFAULT_MAX_COOKIES_PER_HOST
+    # per domain, live ones first. ``get_cookies`` returns those stamped at or
+    # after ``since`` (every one when None).
+    async def put_cookies(self, changed: Sequence[Cookie], now: float) -> None: ...
+
+    async def get_cookies(self, since: float | None = None) -> list[Cookie]: ...
+
+    # Hosts with a result whose HEAD status a confirming GET overruled.
+    async def head_unreliable_hosts(self) -> list[str]: ...
 
     def host_gate(
         self, owner: str, limits: Limits, ttl_s: float, wake: Callable[[], None]
