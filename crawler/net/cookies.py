@@ -104,9 +104,7 @@ class CrawlJar(aiohttp.CookieJar):
     def _keys_for(self, host: str) -> dict[Key, Morsel[str]]:
         """The cookies a request to ``host`` could carry, by key."""
         return {
-            _key(m): m
-            for m in self
-            if m["domain"] == host or host.endswith("." + str(m["domain"]))
+            _key(m): m for m in self if m["domain"] == host or host.endswith("." + str(m["domain"]))
         }
 
     def _note(self, host: str, names: set[str], before: dict[Key, Morsel[str]]) -> None:
@@ -231,4 +229,3 @@ def save(jar: CrawlJar, path: str) -> None:
         target.save(ignore_discard=True, ignore_expires=True)
     except OSError as exc:
         raise UsageError(f"cannot write cookie jar {path}: {exc.strerror}") from exc
-

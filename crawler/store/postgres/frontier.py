@@ -329,9 +329,7 @@ class PostgresFrontier:
 
     async def get_cookies(self, since: float | None = None) -> list[Cookie]:
         """The crawl's cookies stored at or after ``since`` (all when None)."""
-        return await self._call(
-            self._tx(lambda c: cookies.get_cookies(c, self.crawl_id, since))
-        )
+        return await self._call(self._tx(lambda c: cookies.get_cookies(c, self.crawl_id, since)))
 
     async def head_unreliable_hosts(self) -> list[str]:
         """Hosts where a GET overruled HEAD in this crawl."""
