@@ -19,7 +19,7 @@ import email.utils
 import http.cookiejar
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from http.cookies import Morsel, SimpleCookie
+from http.cookies import CookieError, Morsel, SimpleCookie
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,10 @@ class CrawlJar(aiohttp.CookieJar):
                 gone.add(key)
                 self._expiry.pop(key, None)
                 continue
-            morsel = _morsel(cookie)
+            try:
+                morsel = _morsel(cookie)
+            except CookieError:  # a name the standard library refuses (e.g. "expires")
+                continue
             scheme = "https" if cookie.secure else "http"
             url = URL.build(scheme=scheme, host=cookie.domain, path="/")
             super().update_cookies({cookie.name: morsel}, url)

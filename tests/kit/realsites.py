@@ -125,16 +125,21 @@ def has_session(request: web.BaseRequest) -> bool:
     return request.cookies.get(SESSION) == SESSION_VALUE
 
 
-def cookie_gate(pages: int, *, redirect_loop: bool = False, delay_s: float = 0.0) -> Handler:
+def cookie_gate(
+    pages: int, *, redirect_loop: bool = False, delay_s: float = 0.0, entry_delay_s: float = 0.0
+) -> Handler:
     """``/`` sets the session cookie and links to ``/p/0`` … ``/p/{pages-1}``, each
     linking to the next; without the cookie a page answers 403, or with
     ``redirect_loop`` redirects to ``/consent``, which redirects back (setting
-    the cookie only for a client that keeps it)."""
+    the cookie only for a client that keeps it). Every answer waits ``delay_s``,
+    the entry page ``entry_delay_s`` more."""
 
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
         if delay_s:
             await asyncio.sleep(delay_s)
         path = request.path
+        if path == "/" and entry_delay_s:
+            await asyncio.sleep(entry_delay_s)
         if path == "/":
             response = html(*(f"/p/{i}" for i in range(min(pages, 2))))
             response.set_cookie(SESSION, SESSION_VALUE, path="/", max_age=3600, httponly=True)
