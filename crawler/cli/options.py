@@ -231,7 +231,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "method",
         ("--method",),
-        "how links are checked (GET is used when HEAD is refused)",
+        "how links are checked (a HEAD that says broken is confirmed with GET)",
         choices=("head", "get"),
     ),
     Option("user_agent", ("-u", "--user-agent"), "User-Agent header", metavar="TEXT"),
