@@ -79,8 +79,8 @@ def test_workers_share_the_crawls_cookies(any_db: str, tmp_path: Path) -> None:
     gate = cookie_gate(PAGES, delay_s=DELAY_S, entry_delay_s=ENTRY_DELAY_S)
     with ThreadedBehaviour(gate) as server:
         result = run_cli(
-            "crawl", server.url("/"), "--db", any_db, "-f", "json", "-n", "--workers", "3", "--max-concurrency", "1",
-            "--max-retries", "0", cwd=tmp_path,
+            "crawl", server.url("/"), "--db", any_db, "-f", "json", "-n",
+            "--workers", "3", "--max-concurrency", "1", "--max-retries", "0", cwd=tmp_path,
         )  # fmt: skip
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
