@@ -42,10 +42,10 @@ class CheckedHosts:
         self._loading: dict[str, asyncio.Task[None]] = {}
 
     def note(self, rows: Iterable[LeasedUrl]) -> None:
-        """Count the leased checks; start reading robots.txt of hosts past the threshold."""
+        """Count the leased checks (and anchor fetches); read robots.txt past the threshold."""
         for row in rows:
             host = row.host
-            if row.kind != UrlKind.CHECK or not host or host in self._loading:
+            if row.kind == UrlKind.PAGE or not host or host in self._loading:
                 continue
             count = self._counts.get(host, 0)
             if count < 0:
