@@ -6,7 +6,8 @@ host. That host is never crawled, so its ``Disallow`` rules do not apply
 once this process has more than ``DEFAULT_CHECKED_HOST_ROBOTS_AFTER`` URLs to
 check on a host, its robots.txt is read (once, stored with the crawl as for
 crawled hosts), and the host's requests wait for it meanwhile. A host with a
-few links only is never asked for robots.txt.
+few links only is never asked for robots.txt, nor is a crawled host here:
+its pages read robots.txt anyway.
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ class CheckedHosts:
         self,
         robots: Robots,
         wake: Callable[[], None],
+        is_crawled: Callable[[str, str], bool],
         after: int = DEFAULT_CHECKED_HOST_ROBOTS_AFTER,
     ) -> None:
         self._robots = robots
         self._wake = wake
+        self._is_crawled = is_crawled  # (url, host): its pages read robots.txt anyway
         self._after = after
         self._counts: OrderedDict[str, int] = OrderedDict()  # -1: robots.txt read
         self._loading: dict[str, asyncio.Task[None]] = {}
@@ -46,6 +49,8 @@ class CheckedHosts:
         for row in rows:
             host = row.host
             if row.kind == UrlKind.PAGE or not host or host in self._loading:
+                continue
+            if self._is_crawled(row.url, host):
                 continue
             count = self._counts.get(host, 0)
             if count < 0:

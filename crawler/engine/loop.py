@@ -83,7 +83,9 @@ class Engine:
         self._policy = Policy.from_settings(settings)
         self._robots = Robots(fetcher, frontier, settings.user_agent) if settings.robots else None
         self._wake = asyncio.Event()
-        self._checked = CheckedHosts(self._robots, self._wake.set) if self._robots else None
+        self._checked = (
+            CheckedHosts(self._robots, self._wake.set, scope.is_in_scope) if self._robots else None
+        )
         jar = fetcher.jar if settings.cookies else None
         self._cookies = CookieSync(jar, frontier) if jar is not None else None
         # The store's gate: in memory for SQLite, shared by every worker for PostgreSQL.
