@@ -7,14 +7,19 @@ Every server is on loopback and counts the requests it gets.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import sqlite3
+import time
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 from aiohttp import web
 
+from crawler.config import CrawlSettings
+from crawler.engine import runner
+from crawler.models import Discovered, Outcome, Result, ResultClass, UrlKind
 from crawler.report import json as json_report
 from crawler.store import open as store_open
 
@@ -200,3 +205,26 @@ async def test_an_untyped_body_that_is_not_html_is_not_read() -> None:
     assert not looks_like_html(b"%PDF-1.7 <html>")
     assert not looks_like_html(b"<?xml version='1.0'?><html>")
     assert not looks_like_html(b"")
+
+
+async def test_a_resumed_crawl_remembers_hosts_whose_head_lied(any_db: str) -> None:
+    """The hosts learned from stored results: a resumed run asks them with GET alone."""
+    paths = [f"/i{i}.png" for i in range(4)]
+    handler = lying_head(head=dict.fromkeys(paths, 404), get=dict.fromkeys(paths, 200), links=[])
+    async with BehaviourServer(handler) as server:
+        host = server.origin.removeprefix("http://")
+        store = store_open.create_crawl(any_db, [server.url("/")], CrawlSettings())
+        try:
+            links = [Discovered(server.url(p), host, UrlKind.CHECK, "img") for p in paths]
+            await store.enqueue(links, time.time())
+            (first,) = await store.lease("earlier-run", 1, 60.0, time.time())
+            result = Result(ResultClass.OK, status=200, head_status=404)
+            assert await store.complete("earlier-run", [Outcome(first, result)], time.time())
+        finally:
+            store.close()
+        job, _ = runner.open_existing(any_db)
+        try:
+            assert await asyncio.wait_for(job.run(), 60)
+        finally:
+            job.close()
+    assert server.methods() == {"GET": len(paths) - 1}  # robots.txt aside: not a page host
