@@ -18,10 +18,10 @@ from __future__ import annotations
 import email.utils
 import http.cookiejar
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from http.cookies import CookieError, Morsel, SimpleCookie
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 from yarl import URL
@@ -136,11 +136,19 @@ class CrawlJar(aiohttp.CookieJar):
             path=path,
             name=name,
             value=morsel.coded_value,
-            host_only=(domain, path.rstrip("/"), name) in self.host_only_cookies,
+            host_only=(domain, path.rstrip("/"), name) in self._host_only_keys(),
             secure=bool(morsel["secure"]),
             http_only=bool(morsel["httponly"]),
             expires_at=self._expiry.get(key),
         )
+
+
+    def _host_only_keys(self) -> Collection[Key]:
+        """The host-only cookies (a public property in recent aiohttp, private before)."""
+        keys = getattr(self, "host_only_cookies", None)
+        if keys is None:
+            keys = getattr(self, "_host_only_cookies", ())
+        return cast("Collection[Key]", keys)
 
 
 def _key(morsel: Morsel[str]) -> Key:
