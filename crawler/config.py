@@ -40,6 +40,12 @@ DEFAULT_LEASE_TTL_S = 60.0
 DEFAULT_LEASE_BATCH = 256
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
 DEFAULT_INDEX_FILES = ["index.html", "index.htm"]
+# A crawl's cookie jar keeps at most this many cookies per host (RFC 6265
+# section 6.1 asks for at least 50 per domain); further new ones are refused.
+DEFAULT_MAX_COOKIES_PER_HOST = 50
+# A host whose links are only checked gets its robots.txt read (for its
+# Crawl-delay) once this process has more than this many URLs to check on it.
+DEFAULT_CHECKED_HOST_ROBOTS_AFTER = 3
 
 Scope = Literal["host", "domain", "prefix"]
 Durability = Literal["normal", "full"]
@@ -90,6 +96,7 @@ class CrawlSettings(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     basic_auth: list[str] = Field(default_factory=list)
     cookie_jar: str | None = None
+    cookies: bool = True
     insecure: bool = False
     method: Method = "head"
     hosts: dict[str, HostSettings] = Field(default_factory=dict)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from crawler import sniff
 from crawler.errors import FailureKind
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -28,6 +29,8 @@ class Fetched:
     truncated: bool = False
     size: int | None = None
     elapsed_ms: int = 0
+    # HEAD's status when a GET was sent to confirm it and answered otherwise.
+    head_status: int | None = None
 
     @property
     def media_type(self) -> str:
@@ -35,9 +38,21 @@ class Fetched:
         return (self.content_type or "").split(";", 1)[0].strip().lower()
 
     @property
+    def is_untyped(self) -> bool:
+        """Did the server leave the type unsaid (no Content-Type, or an unknown one)?"""
+        return sniff.is_unknown_type(self.media_type)
+
+    @property
     def is_html(self) -> bool:
-        """Does the server say this is an HTML document?"""
-        return self.media_type in HTML_TYPES
+        """Is this an HTML document: said so, or untyped and starting like HTML?"""
+        media_type = self.media_type
+        if media_type in HTML_TYPES:
+            return True
+        return (
+            self.body is not None
+            and sniff.is_unknown_type(media_type)
+            and sniff.looks_like_html(self.body)
+        )
 
     @property
     def is_css(self) -> bool:

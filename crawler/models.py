@@ -102,6 +102,7 @@ class Result:
     content_type: str | None = None
     bytes: int | None = None
     elapsed_ms: int | None = None
+    head_status: int | None = None  # HEAD's answer, when the confirming GET's differed
 
 
 @dataclass(slots=True)
@@ -118,6 +119,28 @@ class Outcome:
     children: list[Discovered] = field(default_factory=list)
     redirect_to: Discovered | None = None
     anchors: frozenset[str] | None = None  # set when fragments are checked
+
+
+@dataclass(frozen=True, slots=True)
+class Cookie:
+    """One cookie of a crawl's jar, as stored with the crawl (``cookie`` table).
+
+    ``expires_at`` is unix time, None for a session cookie (kept for the
+    crawl's life); a cookie at or past its expiry is a deletion.
+    """
+
+    domain: str  # without a leading dot
+    path: str
+    name: str
+    value: str  # as the server sent it (quoted if it was)
+    host_only: bool = True  # no Domain attribute: sent to this host only
+    secure: bool = False
+    http_only: bool = False
+    expires_at: float | None = None
+
+    def is_expired(self, now: float) -> bool:
+        """Is this cookie gone (expired, or deleted by the server)?"""
+        return self.expires_at is not None and self.expires_at <= now
 
 
 @dataclass(frozen=True, slots=True)

@@ -180,6 +180,7 @@ def classify(fetched: Fetched, policy: Policy) -> Result:
         content_type=fetched.content_type,
         bytes=fetched.size,
         elapsed_ms=fetched.elapsed_ms,
+        head_status=fetched.head_status,
     )
     if fetched.failure == FailureKind.PRIVATE_ADDRESS:
         result.result_class = ResultClass.EXCLUDED

@@ -281,7 +281,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "method",
         ("-X", "--method"),
-        "how links are checked (GET is used when HEAD is refused)",
+        "how links are checked (a HEAD that says broken is confirmed with GET)",
         choices=("head", "get"),
     ),
     Option("user_agent", ("-u", "--user-agent"), "User-Agent header", metavar="TEXT"),
@@ -302,8 +302,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "cookie_jar",
         ("--cookie-jar",),
-        "read and write cookies in this file (Netscape format)",
+        "import cookies from this file before the crawl, export them after (Netscape format)",
         metavar="FILE",
+    ),
+    Option(
+        "cookies",
+        ("--no-cookies",),
+        "keep no cookies between requests (the crawl's jar is on by default)",
+        kind="negated",
     ),
     Option("insecure", ("-i", "--insecure"), "do not verify TLS certificates", kind="flag"),
 )

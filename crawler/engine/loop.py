@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import structlog
 
 from crawler.config import CrawlSettings
+from crawler.engine.checked_hosts import CheckedHosts
+from crawler.engine.cookie_sync import CookieSync
 from crawler.engine.parse_pool import ParsePool
 from crawler.models import LeasedUrl, Outcome, Result, ResultClass, UrlKind
 from crawler.net.fetch import Fetched, Fetcher
@@ -82,6 +84,11 @@ class Engine:
         self._policy = Policy.from_settings(settings)
         self._robots = robots  # the rules to obey (the runner's, None when not obeyed)
         self._wake = asyncio.Event()
+        self._checked = (
+            CheckedHosts(self._robots, self._wake.set, scope.is_in_scope) if self._robots else None
+        )
+        jar = fetcher.jar if settings.cookies else None
+        self._cookies = CookieSync(jar, frontier) if jar is not None else None
         # The store's gate: in memory for SQLite, shared by every worker for PostgreSQL.
         self._gate = frontier.host_gate(
             self.owner, self._host_limits, settings.lease_ttl_s, self._wake.set
@@ -112,6 +119,9 @@ class Engine:
         """Crawl until finished (True) or stopped (False). Leases are released on stop."""
         now = time.time()
         await self._frontier.register_worker(self.owner, now)
+        self._fetcher.learn_head_unreliable(await self._frontier.head_unreliable_hosts())
+        if self._cookies is not None:
+            await self._cookies.load()
         await self._frontier.reclaim(now, stale_after_s=self._settings.lease_ttl_s * 2)
         writer = asyncio.create_task(self._write_loop(), name="crawler-writer")
         renewer = asyncio.create_task(self._renew_loop(), name="crawler-renewer")
@@ -168,6 +178,10 @@ class Engine:
             self.owner, batch, self._settings.lease_ttl_s, time.time()
         )
         self._frontier_dry = len(leased) < batch
+        if self._cookies is not None and leased:
+            await self._cookies.refresh()
+        if self._checked is not None:
+            self._checked.note(leased)
         for row in leased:
             queue = self._ready.get(row.host)
             if queue is None:
@@ -202,6 +216,8 @@ class Engine:
             for host in list(self._ready):
                 if len(self._running) >= limit:
                     break
+                if self._checked is not None and self._checked.holds(host):
+                    continue  # its robots.txt is being read, for its Crawl-delay
                 if not self._gate.try_acquire(host):
                     self._wake_when_ready(host)
                     continue
@@ -279,7 +295,7 @@ class Engine:
             if row.kind >= UrlKind.ANCHORS:
                 fetched = await self._fetcher.fetch_page(row.url)
             else:
-                fetched = await self._fetcher.check(row.url)
+                fetched = await self._fetcher.check(row.url, row.host)
             parsed = None
             if wants_parse(row, fetched, self._policy):
                 parsed = await self._parse_elsewhere(row, fetched)
@@ -337,6 +353,8 @@ class Engine:
                 del self._outcomes[:MAX_COMMIT_BATCH]
                 self._committing += len(batch)
                 try:
+                    if self._cookies is not None:  # readable before the children are
+                        await self._cookies.flush()
                     accepted = await self._frontier.complete(self.owner, batch, time.time())
                 except Exception as exc:
                     self._fatal = exc
@@ -398,5 +416,10 @@ class Engine:
         if self._parse_pool is not None:
             await self._parse_pool.close()
         await self._gate.aclose()
+        if self._checked is not None:
+            await self._checked.aclose()
+        if self._cookies is not None and self._fatal is None:
+            with contextlib.suppress(Exception):  # the leases matter more than the cookies
+                await self._cookies.flush()
         if self._fatal is None:
             await self._frontier.release(self.owner)

@@ -1,9 +1,13 @@
 """The one place that talks HTTP: an aiohttp session and a few small functions.
 
 Pages are fetched with GET and the same response's body is handed to the
-parser (never a second request). Links are checked with HEAD, falling back to
-GET when a server refuses HEAD. Redirects are not followed here: each hop is
-a frontier row of its own, so every URL is requested once. Bodies are
+parser (never a second request); a page sent without a Content-Type is read
+far enough to sniff whether it is HTML (``crawler.sniff``). Links are checked
+with HEAD; a HEAD answer that would make a link broken or blocked is
+confirmed with a GET whose body is not read, and only the GET's answer
+counts. Servers that answered HEAD otherwise than GET are remembered per host
+and asked with GET alone from then on. Redirects are not followed here: each
+hop is a frontier row of its own, so every URL is requested once. Bodies are
 streamed and capped; binaries are never downloaded. Every failure comes back
 as a ``Fetched`` with a ``FailureKind``, never as an exception.
 """
@@ -15,7 +19,7 @@ import base64
 import ssl
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Literal
@@ -23,19 +27,21 @@ from typing import Literal
 import aiohttp
 from yarl import URL
 
-from crawler.config import CrawlSettings
+from crawler.config import DEFAULT_MAX_COOKIES_PER_HOST, CrawlSettings
 from crawler.errors import FailureKind
 from crawler.fetch_types import Fetched
 from crawler.net import cookies, localsite
 from crawler.net.resolver import AddressGuard
 from crawler.netguard import PrivateAddressError, parse_networks
 from crawler.patterns import compile_pattern
+from crawler.sniff import SNIFF_BYTES, looks_like_html
+from crawler.status import parse_accept
 
 __all__ = ["Fetched", "Fetcher", "classify_exception"]
 
-# Statuses with which servers refuse HEAD although GET works.
-HEAD_REFUSED = frozenset({400, 403, 405, 406, 501})
 READ_CHUNK = 64 * 1024
+# Hosts remembered as answering HEAD otherwise than GET (beyond this, forgotten).
+MAX_HEAD_UNRELIABLE_HOSTS = 100_000
 POLICY_HEADERS = ("cf-mitigated", "server")
 Read = Literal["none", "html", "any", "stream"]
 Feed = Callable[[bytes], bool]  # takes a chunk of a streamed body; False: no more wanted
@@ -48,7 +54,10 @@ class Fetcher:
         self._settings = settings
         self._local = localsite.LocalSite.build(local_root, settings) if local_root else None
         self._session: aiohttp.ClientSession | None = None
-        self._jar: aiohttp.CookieJar | None = None
+        # The crawl's cookies; with --no-cookies only those of --cookie-jar, if any.
+        self.jar: cookies.CrawlJar | None = None
+        self._accepted = parse_accept(settings.accept)
+        self._head_unreliable: set[str] = set()
         self._proxies = {
             scheme: URL(address)
             for scheme, address in urllib.request.getproxies_environment().items()
@@ -77,10 +86,11 @@ class Fetcher:
             resolver=self._guard.resolver if self._guard is not None else None,
         )
         jar: aiohttp.abc.AbstractCookieJar = aiohttp.DummyCookieJar()
-        if settings.cookie_jar:
-            self._jar = aiohttp.CookieJar(unsafe=True)
-            cookies.load(self._jar, settings.cookie_jar)
-            jar = self._jar
+        if settings.cookies or settings.cookie_jar:
+            self.jar = cookies.CrawlJar(DEFAULT_MAX_COOKIES_PER_HOST)
+            if settings.cookie_jar:
+                cookies.load(self.jar, settings.cookie_jar)
+            jar = self.jar
         self._session = aiohttp.ClientSession(
             connector=connector,
             headers={"User-Agent": settings.user_agent, **settings.headers},
@@ -104,8 +114,8 @@ class Fetcher:
             self._session = None
         if self._guard is not None:
             await self._guard.resolver.close()
-        if self._jar is not None and self._settings.cookie_jar:
-            cookies.save(self._jar, self._settings.cookie_jar)
+        if self.jar is not None and self._settings.cookie_jar:
+            cookies.save(self.jar, self._settings.cookie_jar)
 
     async def fetch_page(self, url: str) -> Fetched:
         """GET a page; read its body (capped) when it is HTML or CSS and successful."""
@@ -123,14 +133,39 @@ class Fetcher:
         """
         return await self._request("GET", url, read="stream", feed=feed, cap=cap)
 
-    async def check(self, url: str) -> Fetched:
-        """HEAD a link (GET with ``--method get``), GET when the server refuses HEAD."""
-        if self._settings.method == "get":
+    async def check(self, url: str, host: str = "") -> Fetched:
+        """HEAD a link (GET with ``--method get``); a HEAD that says "broken" is asked again by GET.
+
+        Only the GET's answer counts. When it differs, the result carries
+        HEAD's status (``head_status``) and ``host`` is asked with GET alone
+        from then on.
+        """
+        if self._settings.method == "get" or host in self._head_unreliable:
             return await self._request("GET", url, read="none")
-        fetched = await self._request("HEAD", url, read="none")
-        if fetched.status in HEAD_REFUSED:
-            fetched = await self._request("GET", url, read="none")
+        head = await self._request("HEAD", url, read="none")
+        if not self._needs_confirming(head):
+            return head
+        fetched = await self._request("GET", url, read="none")
+        if fetched.failure is None and fetched.status != head.status:
+            fetched.head_status = head.status
+            self.learn_head_unreliable([host])
         return fetched
+
+    def learn_head_unreliable(self, hosts: Iterable[str]) -> None:
+        """Ask these hosts with GET alone: their HEAD answers were not GET's."""
+        for host in hosts:
+            if host and len(self._head_unreliable) < MAX_HEAD_UNRELIABLE_HOSTS:
+                self._head_unreliable.add(host)
+
+    def _needs_confirming(self, head: Fetched) -> bool:
+        """Would this HEAD answer make the link broken or blocked? (Not a rate limit.)"""
+        status = head.status
+        if head.failure is not None or status is None or status in self._accepted:
+            return False
+        if 300 <= status < 400 and head.location:
+            return False
+        # The server asks us to slow down: a GET at once would be impolite.
+        return not (status == 429 or (status == 503 and head.retry_after))
 
     async def _request(
         self, method: str, url: str, *, read: Read, feed: Feed | None = None, cap: int = 0
@@ -166,11 +201,13 @@ class Fetcher:
                 proxy=proxy,
             ) as response:
                 self._take_headers(response, fetched)
-                wanted = read == "any" or (read == "html" and (fetched.is_html or fetched.is_css))
+                wanted = read == "any" or (
+                    read == "html" and (fetched.is_html or fetched.is_css or fetched.is_untyped)
+                )
                 if feed is not None and 200 <= response.status < 300:
                     fetched.size, fetched.truncated = await _feed_body(response, feed, cap)
                 elif wanted and 200 <= response.status < 300:
-                    await self._read_capped(response, fetched)
+                    await self._read_capped(response, fetched, sniff=read == "html")
         except Exception as exc:  # every failure becomes data on the link
             fetched.failure, fetched.error = classify_exception(exc)
             fetched.body = None
@@ -215,10 +252,22 @@ class Fetcher:
             if value is not None:
                 fetched.headers[name] = value
 
-    async def _read_capped(self, response: aiohttp.ClientResponse, fetched: Fetched) -> None:
+    async def _read_capped(
+        self, response: aiohttp.ClientResponse, fetched: Fetched, *, sniff: bool
+    ) -> None:
+        """Read the body up to ``--max-body-bytes``; an untyped one only if it sniffs as HTML."""
         cap = self._settings.max_body_bytes
         chunks: list[bytes] = []
         size = 0
+        if sniff and fetched.is_untyped:
+            while size < min(cap, SNIFF_BYTES):
+                chunk = await response.content.read(min(cap, SNIFF_BYTES) - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            if not looks_like_html(b"".join(chunks)):
+                return  # not a page: the rest is never downloaded
         while size < cap:
             chunk = await response.content.read(min(READ_CHUNK, cap - size))
             if not chunk:

@@ -1,7 +1,9 @@
 """robots.txt: fetched once per host and crawl, stored, and obeyed for crawling.
 
-Only pages the crawl would parse are subject to it (checking that a link
-answers is not crawling). A robots.txt that is missing (4xx) allows
+Only pages the crawl would parse are subject to its rules (checking that a
+link answers is not crawling); the ``Crawl-delay`` of a host the crawl only
+checks is honoured too, once it has a few links to check there
+(``crawler.engine.checked_hosts``). A robots.txt that is missing (4xx) allows
 everything; one that cannot be fetched (5xx, network error) also allows
 everything, and says so in the log. ``Crawl-delay`` becomes the host's
 minimum interval; ``Sitemap:`` lines feed ``--use-sitemaps``.

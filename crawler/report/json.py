@@ -39,6 +39,7 @@ def document(data: ReportData) -> dict[str, Any]:
             "pending": s.pending,
         },
         "broken": [asdict(link) for link in data.broken],
+        "head_overruled": [asdict(link) for link in data.head_overruled],
     }
 
 

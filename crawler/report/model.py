@@ -88,6 +88,15 @@ class BrokenEdge:
     column: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class HeadOverruled:
+    """A link whose HEAD answer a confirming GET overruled: only the GET's counts."""
+
+    url: str
+    head_status: int
+    status: int | None  # the GET's
+
+
 class Cursor(NamedTuple):
     """A position in ``iter_results``: results come in (checked_at, url_id) order."""
 
@@ -130,6 +139,7 @@ class ReportData:
     edges: list[BrokenEdge]  # one per (broken URL, source page)
     pages: list[str] | None = None  # read only when a format needs them
     results: list[ResultRow] | None = None  # read only when a format needs them
+    head_overruled: list[HeadOverruled] = field(default_factory=list)  # sorted by URL
 
     @property
     def ok(self) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from crawler.models import Counts, Discovered, LeasedUrl, Outcome
+from crawler.models import Cookie, Counts, Discovered, LeasedUrl, Outcome
 from crawler.politeness import Gate, Limits
 
 
@@ -142,6 +142,22 @@ class FrontierStore(Protocol):
 
     async def mark_seeded(self, now: float) -> None:
         """Record that the seeds and the sitemaps' pages are in the frontier."""
+        ...
+
+    async def put_cookies(self, changed: Sequence[Cookie], now: float) -> None:
+        """Upsert the crawl's cookies by (domain, path, name), stamped ``now``.
+
+        An expired cookie is a deletion, kept so other workers learn of it; at
+        most ``DEFAULT_MAX_COOKIES_PER_HOST`` per domain, live ones first.
+        """
+        ...
+
+    async def get_cookies(self, since: float | None = None) -> list[Cookie]:
+        """The crawl's cookies stamped at or after ``since`` (every one when None)."""
+        ...
+
+    async def head_unreliable_hosts(self) -> list[str]:
+        """Hosts with a result whose HEAD status a confirming GET overruled."""
         ...
 
     async def register_worker(self, owner: str, now: float) -> None:

@@ -125,6 +125,7 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
                 r.bytes,
                 r.elapsed_ms,
                 now,
+                r.head_status,
             )
         )
     if edges:

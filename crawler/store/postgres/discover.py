@@ -84,16 +84,17 @@ SELECT id, 'ok', status, content_type, bytes, elapsed_ms, checked_at FROM best
 # Results are replaced, as SQLite's INSERT OR REPLACE does (a URL checked again).
 UPSERT_RESULTS = """
 INSERT INTO result (url_id, class, status, error_kind, error, redirect_to_id,
-                    content_type, bytes, elapsed_ms, checked_at)
+                    content_type, bytes, elapsed_ms, checked_at, head_status)
 SELECT * FROM unnest($1::bigint[], $2::text[], $3::integer[], $4::text[], $5::text[],
                      $6::bigint[], $7::text[], $8::bigint[], $9::integer[],
-                     $10::double precision[])
+                     $10::double precision[], $11::integer[])
 ORDER BY 1
 ON CONFLICT (url_id) DO UPDATE SET
     class = excluded.class, status = excluded.status, error_kind = excluded.error_kind,
     error = excluded.error, redirect_to_id = excluded.redirect_to_id,
     content_type = excluded.content_type, bytes = excluded.bytes,
-    elapsed_ms = excluded.elapsed_ms, checked_at = excluded.checked_at
+    elapsed_ms = excluded.elapsed_ms, checked_at = excluded.checked_at,
+    head_status = excluded.head_status
 """
 
 ResultRow = tuple[
@@ -107,6 +108,7 @@ ResultRow = tuple[
     int | None,
     int | None,
     float,
+    int | None,
 ]
 
 
@@ -279,6 +281,7 @@ class Recorder:
                         None,
                         None,
                         now,
+                        None,
                     )
                 )
         if self._max_cache_age_s is not None:

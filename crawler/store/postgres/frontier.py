@@ -29,11 +29,11 @@ import socket
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from crawler.models import Counts, CrawlRecord, Discovered, LeasedUrl, Outcome, UrlKind
+from crawler.models import Cookie, Counts, CrawlRecord, Discovered, LeasedUrl, Outcome, UrlKind
 from crawler.politeness import Gate, Limits
 from crawler.store import liveness, worker_counts
 from crawler.store.postgres import complete as completion
-from crawler.store.postgres import crawls, gate, schema
+from crawler.store.postgres import cookies, crawls, gate, schema
 from crawler.store.postgres.discover import Recorder
 from crawler.store.postgres.host_gate import SharedHostGate
 from crawler.store.postgres.loop import BackgroundLoop
@@ -331,6 +331,18 @@ class PostgresFrontier:
             )
 
         await self._call(self._tx(write))
+
+    async def put_cookies(self, changed: Sequence[Cookie], now: float) -> None:
+        """Store cookies set or deleted since the last call (``crawler.net.cookies``)."""
+        await self._call(self._tx(lambda c: cookies.put_cookies(c, self.crawl_id, changed, now)))
+
+    async def get_cookies(self, since: float | None = None) -> list[Cookie]:
+        """The crawl's cookies stored at or after ``since`` (all when None)."""
+        return await self._call(self._tx(lambda c: cookies.get_cookies(c, self.crawl_id, since)))
+
+    async def head_unreliable_hosts(self) -> list[str]:
+        """Hosts where a GET overruled HEAD in this crawl."""
+        return await self._call(self._tx(lambda c: cookies.head_unreliable_hosts(c, self.crawl_id)))
 
     # -- shared per-host politeness (host_gate.SharedHostGate) -----------------
 

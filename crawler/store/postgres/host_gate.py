@@ -192,7 +192,10 @@ class SharedHostGate:
         now, wall = self._clock(), self._wall()
         granted = False
         for host, grant in grants.items():
-            self._not_before[host] = now + max(grant.not_before - wall, 0.0)
+            if not grant.granted:
+                # Ask again then. A granted slot is usable at once: its not_before
+                # spaces the next grant (a host's interval), not this one.
+                self._not_before[host] = now + max(grant.not_before - wall, 0.0)
             if grant.granted:
                 self._held[host] += grant.granted
                 self._held_since.setdefault(host, now)

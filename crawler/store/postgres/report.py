@@ -25,6 +25,7 @@ from crawler.report.model import (
     FRAGMENT_KIND,
     BrokenEdge,
     BrokenLink,
+    HeadOverruled,
     ResultRow,
     Summary,
 )
@@ -116,7 +117,19 @@ async def load(conn: Any, crawl_id: int | None = None, fmt: str | None = None) -
             edges=await broken_edges(conn, crawl.id),
             pages=await pages(conn, crawl.id) if "pages" in needs else None,
             results=await results(conn, crawl.id) if "results" in needs else None,
+            head_overruled=await head_overruled(conn, crawl.id),
         )
+
+
+async def head_overruled(conn: Any, crawl_id: int) -> list[HeadOverruled]:
+    """Links whose HEAD answer a confirming GET overruled, sorted by URL (code points)."""
+    rows = await conn.fetch(
+        "SELECT u.url, r.head_status, r.status FROM result r JOIN url u ON u.id = r.url_id "
+        "WHERE r.head_status IS NOT NULL AND u.crawl_id = $1",
+        crawl_id,
+    )
+    found = [HeadOverruled(r[0], int(r[1]), None if r[2] is None else int(r[2])) for r in rows]
+    return sorted(found, key=lambda h: h.url)
 
 
 async def summary(conn: Any, crawl_id: int) -> Summary:

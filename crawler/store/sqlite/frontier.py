@@ -69,13 +69,14 @@ RETURNING id, url, host_id, kind, depth, hop, attempts
 _RESULT = """
 INSERT INTO result
     (url_id, class, status, error_kind, error, redirect_to_id,
-     content_type, bytes, elapsed_ms, checked_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     content_type, bytes, elapsed_ms, checked_at, head_status)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (url_id) DO UPDATE SET
     class = excluded.class, status = excluded.status, error_kind = excluded.error_kind,
     error = excluded.error, redirect_to_id = excluded.redirect_to_id,
     content_type = excluded.content_type, bytes = excluded.bytes,
-    elapsed_ms = excluded.elapsed_ms, checked_at = excluded.checked_at
+    elapsed_ms = excluded.elapsed_ms, checked_at = excluded.checked_at,
+    head_status = excluded.head_status
 """
 
 
@@ -375,6 +376,7 @@ class Frontier:
                 result.bytes,
                 result.elapsed_ms,
                 now,
+                result.head_status,
             ),
         )
         return True
@@ -413,6 +415,7 @@ class Frontier:
                         None,
                         None,
                         now,
+                        None,
                     ),
                 )
         else:
@@ -478,7 +481,7 @@ class Frontier:
         if row is None:
             return
         self._conn.execute("UPDATE url SET state = 2 WHERE id = ?", (url_id,))
-        self._conn.execute(_RESULT, (url_id, "ok", row[0], None, None, None, *row[1:]))
+        self._conn.execute(_RESULT, (url_id, "ok", row[0], None, None, None, *row[1:], None))
 
     def _forget_uncommitted(self) -> None:
         """After a rollback the caches may name rows and hosts that do not exist."""

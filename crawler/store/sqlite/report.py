@@ -32,6 +32,7 @@ def load(
             edges=results.broken_edges(conn, crawl.id),
             pages=results.pages(conn, crawl.id) if "pages" in needs else None,
             results=list(results.iter_results(conn, crawl.id)) if "results" in needs else None,
+            head_overruled=results.head_overruled(conn, crawl.id),
         )
     finally:
         conn.execute("COMMIT")

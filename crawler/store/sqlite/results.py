@@ -30,6 +30,7 @@ from crawler.report.model import (
     BrokenEdge,
     BrokenLink,
     Cursor,
+    HeadOverruled,
     ResultRow,
     Summary,
 )
@@ -204,6 +205,18 @@ def iter_results(
                 yield ResultRow(*row)
     finally:
         cursor.close()
+
+
+def head_overruled(conn: sqlite3.Connection, crawl_id: int) -> list[HeadOverruled]:
+    """Links whose HEAD answer a confirming GET overruled, sorted by URL."""
+    if not _has(conn, "index", "result_head_status"):  # not migrated yet (read-only)
+        return []
+    rows = conn.execute(
+        "SELECT u.url, r.head_status, r.status FROM result r JOIN url u ON u.id = r.url_id "
+        "WHERE r.head_status IS NOT NULL AND u.crawl_id = ? ORDER BY u.url",
+        (crawl_id,),
+    )
+    return [HeadOverruled(url, head, status) for url, head, status in rows]
 
 
 def _has_fragment_view(conn: sqlite3.Connection) -> bool:

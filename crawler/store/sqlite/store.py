@@ -21,9 +21,9 @@ from typing import ParamSpec, TypeVar
 
 import structlog
 
-from crawler.models import Counts, Discovered, LeasedUrl, Outcome
+from crawler.models import Cookie, Counts, Discovered, LeasedUrl, Outcome
 from crawler.politeness import Gate, HostGate, Limits
-from crawler.store.sqlite import crawls, db, hostdata
+from crawler.store.sqlite import cookies, crawls, db, hostdata
 from crawler.store.sqlite.frontier import Frontier
 
 log = structlog.get_logger(__name__)
@@ -111,6 +111,15 @@ class AsyncFrontier:
 
     async def put_robots(self, host: str, status: int | None, body: str, now: float) -> None:
         await self._run(hostdata.put_robots, self._conn, self.crawl_id, host, status, body, now)
+
+    async def put_cookies(self, changed: Sequence[Cookie], now: float) -> None:
+        await self._run(cookies.put_cookies, self._conn, self.crawl_id, changed, now)
+
+    async def get_cookies(self, since: float | None = None) -> list[Cookie]:
+        return await self._run(cookies.get_cookies, self._conn, self.crawl_id, since)
+
+    async def head_unreliable_hosts(self) -> list[str]:
+        return await self._run(cookies.head_unreliable_hosts, self._conn, self.crawl_id)
 
     def host_gate(self, owner: str, limits: Limits, ttl_s: float, wake: Callable[[], None]) -> Gate:
         """One process per crawl at a time here: the gate lives in memory."""

@@ -1,0 +1,50 @@
+"""Keeping this process's cookie jar and the crawl's stored cookies in step.
+
+A resumed run and every worker of a crawl must send what the site set, so
+the jar (``crawler.net.cookies.CrawlJar``) is stored with the crawl:
+
+- at start, every stored cookie goes into the jar (``load``);
+- before each group commit, the cookies responses changed are stored first
+  (``flush``): no worker can lease a page's children before the cookies set
+  with that page are readable;
+- after each lease, the cookies stored since the last look are merged
+  (``refresh``), looking back ``OVERLAP_S`` more for commits that took a while
+  and for clocks that differ between machines.
+"""
+
+from __future__ import annotations
+
+import time
+
+from crawler.net.cookies import CrawlJar
+from crawler.store.contract import FrontierStore
+
+OVERLAP_S = 30.0
+
+
+class CookieSync:
+    """The jar of one process and the store of one crawl (see module docstring)."""
+
+    def __init__(self, jar: CrawlJar, frontier: FrontierStore) -> None:
+        self._jar = jar
+        self._frontier = frontier
+        self._looked_at: float | None = None
+
+    async def load(self) -> None:
+        """Every cookie the crawl stored (a resumed run, a new worker)."""
+        now = time.time()
+        self._jar.merge(await self._frontier.get_cookies(None), now)
+        self._looked_at = now
+
+    async def refresh(self) -> None:
+        """The cookies other workers stored since the last look."""
+        now = time.time()
+        since = None if self._looked_at is None else self._looked_at - OVERLAP_S
+        self._jar.merge(await self._frontier.get_cookies(since), now)
+        self._looked_at = now
+
+    async def flush(self) -> None:
+        """Store what responses changed since the last flush."""
+        changed = self._jar.take_changes()
+        if changed:
+            await self._frontier.put_cookies(changed, time.time())
