@@ -187,7 +187,7 @@ async def test_the_fetcher_refuses_loopback_for_each_kind(
                     job.close()
                 continue
             if kind == "sitemaps":
-                assert await sitemaps.collect(fetcher, [url]) == []
+                assert [batch async for batch in sitemaps.collect(fetcher, [url])] == []
                 continue
             request = {
                 "page": fetcher.fetch_page,

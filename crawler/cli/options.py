@@ -359,6 +359,7 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "user_agent",
             "headers",
             "basic_auth",
+            "cookies",
             "cookie_jar",
             "insecure",
         ),

@@ -27,7 +27,7 @@ from typing import Protocol
 
 import structlog
 
-from crawler.politeness import Limits
+from crawler.politeness import PRUNE_ABOVE, Limits
 from crawler.store.postgres.gate import Grant, Want
 
 log = structlog.get_logger(__name__)
@@ -76,6 +76,10 @@ class SharedHostGate:
         self._wanted: set[str] = set()
         self._asking: set[str] = set()  # in the request being made now
         self._not_before: dict[str, float] = {}  # monotonic
+        # This worker's own starts, a host's interval apart (monotonic): a grant
+        # comes back a moment after the database spaced it, and two grants used
+        # as they arrive could start closer than the interval.
+        self._spaced_until: dict[str, float] = {}
         self._releases: Counter[str] = Counter()
         self._pauses: dict[str, float] = {}  # host -> unix time
         self._task: asyncio.Task[None] | None = None
@@ -87,7 +91,11 @@ class SharedHostGate:
 
     def try_acquire(self, host: str) -> bool:
         """Take a granted slot for ``host`` if this worker holds one; else ask for some."""
-        if self._held[host] > 0 and self._clock() >= self._not_before.get(host, 0.0):
+        now = self._clock()
+        if now < self._spaced_until.get(host, 0.0):
+            return False  # granted or not, this worker's last start was too recent
+        if self._held[host] > 0 and now >= self._not_before.get(host, 0.0):
+            self._space(host, now)
             self._held[host] -= 1
             if not self._held[host]:
                 del self._held[host]
@@ -117,7 +125,7 @@ class SharedHostGate:
     def ready_at(self, host: str) -> float:
         """Monotonic time at which to try ``host`` again."""
         now = self._clock()
-        at = self._not_before.get(host, 0.0)
+        at = max(self._not_before.get(host, 0.0), self._spaced_until.get(host, 0.0))
         if host in self._wanted or host in self._asking:
             at = max(at, now + POLL_S)
         return at
@@ -125,6 +133,14 @@ class SharedHostGate:
     def in_flight(self, host: str) -> int:
         """Requests to ``host`` this worker is running."""
         return self._in_use[host]
+
+    def _space(self, host: str, now: float) -> None:
+        """Remember when this worker may next start on ``host`` (its interval, if any)."""
+        interval = self._limits(host)[1]
+        if interval > 0:
+            if len(self._spaced_until) > PRUNE_ABOVE:
+                self._spaced_until = {h: t for h, t in self._spaced_until.items() if t > now}
+            self._spaced_until[host] = now + interval
 
     async def aclose(self) -> None:
         """Stop asking; send back every slot held and released (before the leases go)."""

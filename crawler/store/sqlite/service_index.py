@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from crawler.errors import ForeignDatabaseError, UsageError
+from crawler.errors import ForeignDatabaseError, StoreError, UsageError
 from crawler.report.model import ReportData
 from crawler.store.service import CrawlTarget, Entry, Snapshot, WorkerRow
 from crawler.store.sqlite import crawls, db, reads
@@ -225,6 +225,8 @@ class SqliteServiceStore:
             return None
         try:
             return await asyncio.to_thread(reads.load_report, path, fmt)
+        except StoreError:  # corrupt or foreign (also a UsageError): the caller's 500
+            raise
         except UsageError:  # created a moment ago: no crawl row yet
             return None
 
