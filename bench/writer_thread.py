@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import importlib
 import random
 import sqlite3
 import subprocess
@@ -150,6 +151,7 @@ def ensure_aiosqlite() -> None:
     except ImportError:
         pip = [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(TOOLS)]
         subprocess.run([*pip, "aiosqlite"], check=True)
+        importlib.invalidate_caches()  # the folder did not exist when first looked in
 
 
 def main() -> None:
