@@ -220,6 +220,7 @@ def test_embedded_ipv4_is_classified_by_the_address_it_carries(address: str, pri
     assert netguard.is_private_address(address) is private
 
 
+# Network specifications only parsed, never connected to.
 @pytest.mark.parametrize("network", ["0.0.0.0/0", "0.0.0.0/1", "::/0", "2000::/3", "10.0.0.0/7"])
 def test_a_network_wide_enough_to_switch_the_guard_off_is_refused(network: str) -> None:
     with pytest.raises(ValueError, match="--allow-private"):
@@ -229,5 +230,6 @@ def test_a_network_wide_enough_to_switch_the_guard_off_is_refused(network: str) 
 
 
 def test_private_networks_can_still_be_allowed() -> None:
+    # Parsed only (an operator's --allow-network values), never connected to.
     for network in ("10.0.0.0/8", "192.168.1.7", "fd00::/16", "127.0.0.2/32"):
         netguard.check_network(network)
