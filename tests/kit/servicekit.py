@@ -143,15 +143,7 @@ class ServiceProcess:
         return self._log_path.read_text(encoding="utf-8", errors="replace")
 
     def log_lines(self) -> list[dict[str, Any]]:
-        lines = []
-        for text in self.log.splitlines():
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict):
-                lines.append(value)
-        return lines
+        return json_log_lines(self.log)
 
     # -- HTTP ------------------------------------------------------------------------
 
@@ -219,3 +211,16 @@ class ServiceProcess:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
         raise AssertionError("no VmRSS")
+
+
+def json_log_lines(log: str) -> list[dict[str, Any]]:
+    """The JSON objects of a structlog log, one per line; other lines skipped."""
+    lines = []
+    for text in log.splitlines():
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            lines.append(value)
+    return lines

@@ -8,7 +8,6 @@ bound on what a SIGKILL may cause to be requested twice.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -22,6 +21,7 @@ from typing import Any, Self
 import asyncpg
 
 from kit.pgkit import run_async
+from kit.servicekit import json_log_lines
 
 STOP_TIMEOUT_S = 20.0
 
@@ -104,15 +104,7 @@ class WorkerProcess:
         return self._log_path.read_text(encoding="utf-8", errors="replace")
 
     def events(self) -> list[dict[str, Any]]:
-        found = []
-        for text in self.log.splitlines():
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict):
-                found.append(value)
-        return found
+        return json_log_lines(self.log)
 
     def event_names(self) -> list[str]:
         return [str(e.get("event")) for e in self.events()]
