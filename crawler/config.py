@@ -46,6 +46,11 @@ DEFAULT_MAX_COOKIES_PER_HOST = 50
 # A host whose links are only checked gets its robots.txt read (for its
 # Crawl-delay) once this process has more than this many URLs to check on it.
 DEFAULT_CHECKED_HOST_ROBOTS_AFTER = 3
+# Rendering (--render): pages loaded in headless Chromium, a few at a time.
+DEFAULT_RENDER_TIMEOUT_S = 10.0
+DEFAULT_RENDER_CONCURRENCY = 2
+DEFAULT_RENDER_RESTART_PAGES = 500
+DEFAULT_RENDER_MAX_RSS_MB = 1024
 
 Scope = Literal["host", "domain", "prefix"]
 Durability = Literal["normal", "full"]
@@ -60,6 +65,7 @@ class HostSettings(BaseModel):
     concurrency: int | None = Field(default=None, ge=1, le=1024)
     request_interval_s: float | None = Field(default=None, ge=0, le=3600)
     headers: dict[str, str] = Field(default_factory=dict)
+    render: bool | None = None  # None: as the crawl's --render
 
 
 class CrawlSettings(BaseModel):
@@ -107,6 +113,13 @@ class CrawlSettings(BaseModel):
     index_files: list[str] = Field(default_factory=lambda: list(DEFAULT_INDEX_FILES))
     lease_ttl_s: float = Field(default=DEFAULT_LEASE_TTL_S, ge=1, le=3600)
     lease_batch: int = Field(default=DEFAULT_LEASE_BATCH, ge=1, le=10_000)
+    render: bool = False
+    render_timeout_s: float = Field(default=DEFAULT_RENDER_TIMEOUT_S, gt=0, le=600)
+    render_concurrency: int = Field(default=DEFAULT_RENDER_CONCURRENCY, ge=1, le=64)
+    browser: str | None = None
+    render_media: bool = False
+    render_restart_pages: int = Field(default=DEFAULT_RENDER_RESTART_PAGES, ge=1, le=1_000_000)
+    render_max_rss_mb: int = Field(default=DEFAULT_RENDER_MAX_RSS_MB, ge=64, le=1 << 20)
 
     @field_validator("include", "exclude", "no_follow")
     @classmethod
@@ -178,6 +191,17 @@ class CrawlSettings(BaseModel):
                 raise ValueError(f"invalid network {entry!r}: {exc}") from exc
             netguard.check_network(entry)  # 0.0.0.0/0 would switch the guard off
         return entries
+
+    def renders(self, host: str) -> bool:
+        """Are this host's pages loaded in the browser (``--render``, or its host setting)?"""
+        overrides = self.host_settings(host)
+        if overrides is not None and overrides.render is not None:
+            return overrides.render
+        return self.render
+
+    def may_render(self) -> bool:
+        """Is any page of this crawl rendered (so a browser is needed)?"""
+        return self.render or any(h.render for h in self.hosts.values())
 
     def host_settings(self, host: str) -> HostSettings | None:
         """The per-host overrides for ``host`` (authority, or hostname alone)."""

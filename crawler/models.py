@@ -105,6 +105,27 @@ class Result:
     head_status: int | None = None  # HEAD's answer, when the confirming GET's differed
 
 
+# The element of a link found only in a page's rendered DOM (``--render``) starts
+# with this, e.g. ``js:a``: the link a crawler reading the sent HTML would miss.
+RENDERED_PREFIX = "js:"
+
+
+class RenderIssue(NamedTuple):
+    """Something that went wrong while a page was rendered; stored per page.
+
+    ``kind``: ``script_error`` (an uncaught exception), ``console_error``
+    (``console.error``), ``request_failed`` (a subresource or fetch that
+    failed or answered 4xx/5xx; ``url`` says which), ``request_refused``
+    (not sent: the address guard, or a method other than GET/HEAD),
+    ``not_settled`` (still busy after ``--render-timeout``: the DOM is
+    taken as it was), ``render_failed`` (the browser failed twice).
+    """
+
+    kind: str
+    message: str
+    url: str | None = None
+
+
 @dataclass(slots=True)
 class Outcome:
     """Everything one fetch produced, committed in one transaction.
@@ -119,6 +140,7 @@ class Outcome:
     children: list[Discovered] = field(default_factory=list)
     redirect_to: Discovered | None = None
     anchors: frozenset[str] | None = None  # set when fragments are checked
+    render_issues: list[RenderIssue] = field(default_factory=list)  # --render only
 
 
 @dataclass(frozen=True, slots=True)

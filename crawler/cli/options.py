@@ -312,6 +312,54 @@ OPTIONS: tuple[Option, ...] = (
         kind="negated",
     ),
     Option("insecure", ("-i", "--insecure"), "do not verify TLS certificates", kind="flag"),
+    # rendering
+    Option(
+        "render",
+        ("--render",),
+        "load in-scope HTML pages in headless Chromium and take links from the rendered DOM",
+        kind="flag",
+    ),
+    Option(
+        "render_timeout_s",
+        ("--render-timeout",),
+        "how long a rendered page may take to settle (network idle); then its DOM is taken",
+        kind="duration",
+        metavar="DURATION",
+    ),
+    Option(
+        "render_concurrency",
+        ("--render-concurrency",),
+        "pages rendered at once",
+        metavar="N",
+        type=int,
+    ),
+    Option(
+        "browser",
+        ("--browser",),
+        "the Chromium to render with (default: chromium, chromium-browser, google-chrome... "
+        "on PATH)",
+        metavar="PATH",
+    ),
+    Option(
+        "render_media",
+        ("--render-media",),
+        "let rendered pages load images, media and fonts (blocked by default)",
+        kind="flag",
+    ),
+    Option(
+        "render_restart_pages",
+        ("--render-restart-pages",),
+        "restart the browser after this many pages (bounds its memory)",
+        metavar="N",
+        type=int,
+    ),
+    Option(
+        "render_max_rss_mb",
+        ("--render-max-rss",),
+        "restart the browser when its processes use more memory than this (MB)",
+        metavar="MB",
+        type=int,
+    ),
 )
 
 BY_FIELD = {option.field: option for option in OPTIONS}
@@ -368,6 +416,19 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "politeness",
         "how hard servers are pressed",
         ("robots", "max_concurrency", "host_concurrency", "host_request_interval_s"),
+    ),
+    (
+        "rendering",
+        "pages whose links are written by JavaScript, loaded in headless Chromium",
+        (
+            "render",
+            "render_timeout_s",
+            "render_concurrency",
+            "browser",
+            "render_media",
+            "render_restart_pages",
+            "render_max_rss_mb",
+        ),
     ),
     (
         "output",

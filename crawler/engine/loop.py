@@ -20,6 +20,7 @@ import contextlib
 import time
 import uuid
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -28,8 +29,10 @@ from crawler.config import CrawlSettings
 from crawler.engine.checked_hosts import CheckedHosts
 from crawler.engine.cookie_sync import CookieSync
 from crawler.engine.parse_pool import ParsePool
+from crawler.engine.render_step import BrowserLoads, render_outcome, wants_render
 from crawler.models import LeasedUrl, Outcome, Result, ResultClass, UrlKind
 from crawler.net.fetch import Fetched, Fetcher
+from crawler.net.render.renderer import Renderer
 from crawler.net.robots import Robots
 from crawler.outcome import Parsed, Policy, build_outcome, host_pause_s, wants_parse
 from crawler.scope import Scope
@@ -75,6 +78,7 @@ class Engine:
         owner: str | None = None,
         shutdown_timeout_s: float = 10.0,
         parse_helpers: int = 0,
+        renderer: Renderer | None = None,
     ) -> None:
         self._frontier = frontier
         self._fetcher = fetcher
@@ -112,6 +116,8 @@ class Engine:
         self._parse_pool: ParsePool | None = None
         self._parse_pool_start: asyncio.Task[None] | None = None
         self.stats = RunStats(started_at=time.monotonic())
+        self._renderer = renderer
+        self._loads = BrowserLoads(fetcher, self._gate) if renderer is not None else None
 
     # -- public --------------------------------------------------------------
 
@@ -275,15 +281,22 @@ class Engine:
     # -- one URL ---------------------------------------------------------------
 
     async def _process(self, row: LeasedUrl) -> None:
+        held = [True]  # the host's slot; given back early when the page is rendered
+
+        def release() -> None:
+            if held[0]:
+                held[0] = False
+                self._gate.release(row.host)
+
         try:
-            outcome = await self._fetch_and_build(row)
+            outcome = await self._fetch_and_build(row, release)
         finally:
-            self._gate.release(row.host)
+            release()
         self._outcomes.append(outcome)
         self._writer_wake.set()
         self._wake.set()
 
-    async def _fetch_and_build(self, row: LeasedUrl) -> Outcome:
+    async def _fetch_and_build(self, row: LeasedUrl, release: Callable[[], None]) -> Outcome:
         try:
             if (
                 row.kind == UrlKind.PAGE
@@ -304,6 +317,12 @@ class Engine:
             pause = host_pause_s(fetched, outcome, now)
             if pause is not None:
                 self._gate.pause(row.host, pause)  # the whole host waits, not only this URL
+            if self._renderer is not None and wants_render(self._settings, row, fetched, outcome):
+                assert self._loads is not None
+                release()  # the page's own requests need its host's slots
+                outcome = await render_outcome(
+                    self._renderer, row, fetched, outcome, self._scope, self._policy, self._loads
+                )
             return outcome
         except asyncio.CancelledError:
             raise

@@ -22,6 +22,8 @@ from crawler.errors import InvalidURLError, StoreError, UsageError
 from crawler.models import CrawlRecord, Discovered
 from crawler.net import localsite, sitemaps
 from crawler.net.fetch import Fetcher
+from crawler.net.render import process as browsers
+from crawler.net.render.renderer import Renderer, RenderLimits
 from crawler.net.robots import Robots
 from crawler.scope import Scope
 from crawler.store import open as store_open
@@ -40,6 +42,7 @@ class CrawlJob:
     engine: Engine | None = None
     on_seeded: Callable[[], None] | None = None  # called once the frontier holds the seeds
     records_elapsed: bool = True  # False for extra workers: the main process counts time
+    browser: str | None = None  # the Chromium to render with, when pages are rendered
     _stopped: bool = False
 
     @property
@@ -55,6 +58,7 @@ class CrawlJob:
     async def run(self, *, shutdown_timeout_s: float = 10.0, parse_helpers: int = 0) -> bool:
         """Crawl until finished (True) or stopped (False); records active time."""
         started = time.monotonic()
+        renderer = self._renderer()
         try:
             async with Fetcher(self.settings, local_root=self.local_root) as fetcher:
                 # One Robots per crawl: it finds the sitemaps and the engine obeys it.
@@ -73,13 +77,29 @@ class CrawlJob:
                     robots=robots if self.settings.robots else None,
                     shutdown_timeout_s=shutdown_timeout_s,
                     parse_helpers=parse_helpers,
+                    renderer=renderer,
                 )
                 return await self.engine.run()
         finally:
+            if renderer is not None:
+                await renderer.aclose()
             elapsed = time.monotonic() - started if self.records_elapsed else 0.0
             # On a full disk this write fails too; the error on its way says so.
             with contextlib.suppress(StoreError):
                 await self.frontier.add_elapsed(elapsed)
+
+    def _renderer(self) -> Renderer | None:
+        if self.browser is None:
+            return None
+        settings = self.settings
+        limits = RenderLimits(
+            timeout_s=settings.render_timeout_s,
+            concurrency=settings.render_concurrency,
+            restart_pages=settings.render_restart_pages,
+            max_rss_bytes=settings.render_max_rss_mb * 1024 * 1024,
+            block_media=not settings.render_media,
+        )
+        return Renderer(self.browser, settings.user_agent, limits)
 
     async def _seed(self, robots: Robots, fetcher: Fetcher) -> None:
         """Complete what the crawl starts from, then mark it seeded.
@@ -162,6 +182,7 @@ def start(
     if settings.root_dir is not None:  # stored with the crawl: a resume from elsewhere finds it
         settings = settings.model_copy(update={"root_dir": str(Path(settings.root_dir).resolve())})
     recorded, keys, local_root = prepare_seeds(raw_seeds, settings)
+    browser = find_browser(settings)  # before anything is recorded: exit 3 without one
     scope = Scope.build(settings, keys)
     seeds = classified_seeds(scope, keys)
     # Recorded with its seeds in one transaction; its sitemaps, if any, come later.
@@ -174,7 +195,12 @@ def start(
         durability=durability,
         crawl_id=crawl_id,
     )
-    return CrawlJob(store, settings, scope, seeds, local_root)
+    return CrawlJob(store, settings, scope, seeds, local_root, browser=browser)
+
+
+def find_browser(settings: CrawlSettings) -> str | None:
+    """The browser's path when the crawl renders pages; UsageError saying how to get one."""
+    return browsers.find_browser(settings.browser) if settings.may_render() else None
 
 
 def classified_seeds(scope: Scope, keys: list[str]) -> list[Discovered]:
@@ -200,11 +226,14 @@ def open_existing(
     try:
         settings = CrawlSettings.model_validate(record.config)
         _, keys, local_root = prepare_seeds(record.seeds, settings)
+        browser = find_browser(settings)
     except BaseException:
         store.close()
         raise
     scope = Scope.build(settings, keys)
-    job = CrawlJob(store, settings, scope, classified_seeds(scope, keys), local_root)
+    job = CrawlJob(
+        store, settings, scope, classified_seeds(scope, keys), local_root, browser=browser
+    )
     return job, record
 
 

@@ -43,6 +43,13 @@ READ_CHUNK = 64 * 1024
 # Hosts remembered as answering HEAD otherwise than GET (beyond this, forgotten).
 MAX_HEAD_UNRELIABLE_HOSTS = 100_000
 POLICY_HEADERS = ("cf-mitigated", "server")
+# What a browser needs of the answers to a rendered page's requests (``--render``).
+RESOURCE_HEADERS = (
+    "access-control-allow-origin",
+    "access-control-allow-credentials",
+    "access-control-allow-headers",
+    "access-control-expose-headers",
+)
 Read = Literal["none", "html", "any", "stream"]
 Feed = Callable[[bytes], bool]  # takes a chunk of a streamed body; False: no more wanted
 
@@ -133,6 +140,18 @@ class Fetcher:
         """
         return await self._request("GET", url, read="stream", feed=feed, cap=cap)
 
+    async def fetch_resource(
+        self, url: str, method: str = "GET", headers: dict[str, str] | None = None
+    ) -> Fetched:
+        """A request of a rendered page (script, style, ``fetch()``): GET or HEAD, body read.
+
+        The crawl's one path (guard, proxies, user agent, cookies); ``headers``
+        are the few a script set (``Accept``), added to the crawl's.
+        """
+        return await self._request(
+            method, url, read="any" if method == "GET" else "none", extra=headers
+        )
+
     async def check(self, url: str, host: str = "") -> Fetched:
         """HEAD a link (GET with ``--method get``); a HEAD that says "broken" is asked again by GET.
 
@@ -168,7 +187,14 @@ class Fetcher:
         return not (status == 429 or (status == 503 and head.retry_after))
 
     async def _request(
-        self, method: str, url: str, *, read: Read, feed: Feed | None = None, cap: int = 0
+        self,
+        method: str,
+        url: str,
+        *,
+        read: Read,
+        feed: Feed | None = None,
+        cap: int = 0,
+        extra: dict[str, str] | None = None,
     ) -> Fetched:
         """The one path of every request: the address guard, then aiohttp (or the local site).
 
@@ -188,6 +214,8 @@ class Fetcher:
         started = time.monotonic()
         fetched = Fetched(method=method)
         headers = self._per_request(url)
+        if extra:
+            headers = {**extra, **(headers or {})}
         try:
             target = URL(url, encoded=True)
             proxy = self._proxy(target)
@@ -247,7 +275,7 @@ class Fetcher:
         fetched.retry_after = headers.get("Retry-After")
         fetched.robots_tag = headers.get("X-Robots-Tag")
         fetched.size = response.content_length
-        for name in POLICY_HEADERS:
+        for name in (*POLICY_HEADERS, *RESOURCE_HEADERS):
             value = headers.get(name)
             if value is not None:
                 fetched.headers[name] = value

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from crawler.report.model import BrokenEdge
 
 SEED_SOURCE = "(seed)"  # shown where a broken seed's source page would be
+RENDERED_NOTE = "found after rendering"  # beside a link only the rendered DOM had (--render)
 
 # C0 and C1 control characters but tab and newlines: terminal escapes, NUL, ...
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")

@@ -3,7 +3,8 @@
 Columns: ``url, status, error, source, element``. ``status`` is empty when
 there was no HTTP response, ``source`` and ``element`` are empty for a broken
 seed; ``element`` lists the tags the page links with (``a``, ``img``, …),
-space-separated when there are several.
+space-separated when there are several. With ``--render``, a link found only
+in the page's rendered DOM has its element marked ``js:`` (``js:a``).
 """
 
 from __future__ import annotations

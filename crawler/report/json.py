@@ -40,7 +40,15 @@ def document(data: ReportData) -> dict[str, Any]:
         },
         "broken": [asdict(link) for link in data.broken],
         "head_overruled": [asdict(link) for link in data.head_overruled],
+        "found_after_rendering": [
+            {"url": url, "source": source} for url, source in sorted(_rendered(data))
+        ],
+        "render_issues": [asdict(issue) for issue in data.render_issues],
     }
+
+
+def _rendered(data: ReportData) -> set[tuple[str, str]]:
+    return {(url, source) for url, source in data.rendered_edges() if source is not None}
 
 
 def render(data: ReportData) -> str:

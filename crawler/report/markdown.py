@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from crawler.report._common import SEED_SOURCE, by_source, printable, reason
+from crawler.report._common import RENDERED_NOTE, SEED_SOURCE, by_source, printable, reason
 from crawler.report.model import BrokenEdge, Format, ReportData, Summary
 
 DEFAULT_MAX_CHARS = 60_000
@@ -61,7 +61,22 @@ def render(data: ReportData, max_chars: int = DEFAULT_MAX_CHARS) -> str:
         size += len(section)
     if not groups:
         body.append("No broken links found.\n")
+    if data.render_issues:
+        body.append(_issues(data))
     return head + "\n".join(body)
+
+
+def _issues(data: ReportData) -> str:
+    rows = [
+        f"| {cell(code(i.page))} | {cell(plain(i.kind))} | {cell(plain(i.message))} | "
+        f"{cell(code(i.url)) if i.url else '—'} |"
+        for i in data.render_issues
+    ]
+    return (
+        "### Render issues\n\n"
+        "| page | kind | message | request |\n"
+        "|---|---|---|---|\n" + "\n".join(rows) + "\n"
+    )
 
 
 def _head(data: ReportData) -> str:
@@ -85,7 +100,7 @@ def _section(source: str | None, edges: list[BrokenEdge]) -> str:
     title = code(source) if source is not None else plain(SEED_SOURCE)
     rows = [
         f"| {cell(code(e.url))} | {e.status if e.status is not None else '—'} | "
-        f"{cell(plain(reason(e.status, e.error)))} |"
+        f"{cell(plain(reason(e.status, e.error)))}{_rendered(e)} |"
         for e in edges
     ]
     return (
@@ -93,6 +108,10 @@ def _section(source: str | None, edges: list[BrokenEdge]) -> str:
         "| broken link | status | error |\n"
         "|---|---:|---|\n" + "\n".join(rows) + "\n"
     )
+
+
+def _rendered(edge: BrokenEdge) -> str:
+    return f" ({RENDERED_NOTE})" if edge.rendered else ""
 
 
 FORMAT = Format("markdown", render, "text/markdown; charset=utf-8")

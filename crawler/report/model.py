@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from crawler.models import CrawlRecord
+from crawler.models import RENDERED_PREFIX, CrawlRecord
 
 # What a summary is counted from, in this order (the scans select them so).
 COUNT_NAMES = ("ok", "redirected", "broken", "skipped", "excluded", "blocked", "page", "pending")
@@ -87,6 +87,21 @@ class BrokenEdge:
     line: int | None = None
     column: int | None = None
 
+    @property
+    def rendered(self) -> bool:
+        """Found only in the page's rendered DOM (``--render``): a plain crawler misses it."""
+        return bool(self.elements) and all(e.startswith(RENDERED_PREFIX) for e in self.elements)
+
+
+@dataclass(frozen=True, slots=True)
+class RenderIssueRow:
+    """Something that went wrong while a page was rendered (``--render``)."""
+
+    page: str
+    kind: str  # see crawler.models.RenderIssue
+    message: str
+    url: str | None  # the request, for request_failed and request_refused
+
 
 @dataclass(frozen=True, slots=True)
 class HeadOverruled:
@@ -140,6 +155,11 @@ class ReportData:
     pages: list[str] | None = None  # read only when a format needs them
     results: list[ResultRow] | None = None  # read only when a format needs them
     head_overruled: list[HeadOverruled] = field(default_factory=list)  # sorted by URL
+    render_issues: list[RenderIssueRow] = field(default_factory=list)  # by page, in order
+
+    def rendered_edges(self) -> set[tuple[str, str | None]]:
+        """(broken URL, source) of the broken links found only after rendering."""
+        return {(e.url, e.source) for e in self.edges if e.rendered}
 
     @property
     def ok(self) -> bool:

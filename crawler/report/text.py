@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from crawler.report._common import SEED_SOURCE, reason
+from crawler.report._common import RENDERED_NOTE, SEED_SOURCE, printable, reason
 from crawler.report.model import BrokenLink, Format, ReportData
 
 
@@ -21,11 +21,22 @@ def render(data: ReportData) -> str:
     for link in data.broken:
         for source in link.sources or [SEED_SOURCE]:
             by_source[source].append(link)
+    rendered = data.rendered_edges()
     for source in sorted(by_source):
         lines.append("")
         lines.append(source)
         for link in by_source[source]:
-            lines.append(f"  ✗ {link.url}  [{reason(link.status, link.error)}]")
+            mark = f"  ({RENDERED_NOTE})" if (link.url, source) in rendered else ""
+            lines.append(f"  ✗ {link.url}  [{reason(link.status, link.error)}]{mark}")
+    if data.render_issues:
+        lines.extend(["", "render issues"])
+        page = None
+        for issue in data.render_issues:
+            if issue.page != page:
+                page = issue.page
+                lines.append(f"  {page}")
+            where = f" ({issue.url})" if issue.url else ""
+            lines.append(f"    {issue.kind}: {printable(issue.message)}{where}")
     return "\n".join(lines) + "\n"
 
 

@@ -26,7 +26,7 @@ from crawler.netguard import Allowed, is_private_address
 
 # Settings whose value is a path on the server: a crawl created over HTTP must
 # not make the service read or write files of its choosing.
-SERVER_PATH_SETTINGS = ("cookie_jar", "root_dir")
+SERVER_PATH_SETTINGS = ("cookie_jar", "root_dir", "browser")
 REDACTED = "<redacted>"
 
 

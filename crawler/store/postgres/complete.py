@@ -90,6 +90,7 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
     edges: dict[tuple[int, int, str], str] = {}
     settled_edges: dict[tuple[int, int], str] = {}
     anchors: set[tuple[int, str]] = set()
+    issues: list[tuple[int, int, str, str, str | None]] = []
     position = 0
     for o in done:
         source = o.leased.id
@@ -111,6 +112,7 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
         if o.anchors is not None:
             anchors.add((source, ""))
             anchors.update((source, name) for name in o.anchors)
+        issues.extend((source, i, *issue) for i, issue in enumerate(o.render_issues))
         r = o.result
         assert r is not None
         results.append(
@@ -157,7 +159,26 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
             [a[0] for a in names],
             [a[1] for a in names],
         )
+    if issues:
+        await write_render_issues(conn, issues)
     await write_results(conn, results)
+
+
+async def write_render_issues(
+    conn: Any, issues: list[tuple[int, int, str, str, str | None]]
+) -> None:
+    """A rendered page's issues; a page rendered again keeps only its latest."""
+    issues.sort(key=lambda i: (i[0], i[1]))
+    await conn.execute(
+        "DELETE FROM render_issue WHERE url_id = ANY($1::bigint[])", sorted({i[0] for i in issues})
+    )
+    columns = list(zip(*issues, strict=True))
+    await conn.execute(
+        "INSERT INTO render_issue (url_id, seq, kind, message, target) "
+        "SELECT * FROM unnest($1::bigint[], $2::integer[], $3::text[], $4::text[], $5::text[]) "
+        "ON CONFLICT DO NOTHING",
+        *(list(c) for c in columns),
+    )
 
 
 def _settles(outcome: Outcome) -> bool:

@@ -26,6 +26,7 @@ from crawler.report.model import (
     BrokenEdge,
     BrokenLink,
     HeadOverruled,
+    RenderIssueRow,
     ResultRow,
     Summary,
 )
@@ -118,7 +119,21 @@ async def load(conn: Any, crawl_id: int | None = None, fmt: str | None = None) -
             pages=await pages(conn, crawl.id) if "pages" in needs else None,
             results=await results(conn, crawl.id) if "results" in needs else None,
             head_overruled=await head_overruled(conn, crawl.id),
+            render_issues=await render_issues(conn, crawl.id),
         )
+
+
+async def render_issues(conn: Any, crawl_id: int) -> list[RenderIssueRow]:
+    """What went wrong on rendered pages, by page URL (code points), in the order it happened."""
+    if await conn.fetchval("SELECT to_regclass('render_issue') IS NULL"):
+        return []  # not migrated yet (a reader does not migrate)
+    rows = await conn.fetch(
+        "SELECT u.url, ri.seq, ri.kind, ri.message, ri.target FROM render_issue ri "
+        "JOIN url u ON u.id = ri.url_id WHERE u.crawl_id = $1",
+        crawl_id,
+    )
+    ordered = sorted(rows, key=lambda r: (r[0], r[1]))
+    return [RenderIssueRow(r[0], r[2], r[3], r[4]) for r in ordered]
 
 
 async def head_overruled(conn: Any, crawl_id: int) -> list[HeadOverruled]:

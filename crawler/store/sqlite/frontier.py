@@ -350,6 +350,13 @@ class Frontier:
                 "INSERT OR IGNORE INTO anchor (url_id, name) VALUES (?, ?)",
                 [(leased.id, ""), *((leased.id, name) for name in outcome.anchors)],
             )
+        if outcome.render_issues:  # a page rendered again keeps only its latest issues
+            self._conn.execute("DELETE FROM render_issue WHERE url_id = ?", (leased.id,))
+            self._conn.executemany(
+                "INSERT INTO render_issue (url_id, seq, kind, message, target) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(leased.id, i, *issue) for i, issue in enumerate(outcome.render_issues)],
+            )
         if edges:
             self._conn.executemany(
                 "INSERT OR IGNORE INTO link_open (target_id, source_id, fragment, element) "

@@ -33,6 +33,7 @@ def load(
             pages=results.pages(conn, crawl.id) if "pages" in needs else None,
             results=list(results.iter_results(conn, crawl.id)) if "results" in needs else None,
             head_overruled=results.head_overruled(conn, crawl.id),
+            render_issues=results.render_issues(conn, crawl.id),
         )
     finally:
         conn.execute("COMMIT")

@@ -31,6 +31,7 @@ from crawler.report.model import (
     BrokenLink,
     Cursor,
     HeadOverruled,
+    RenderIssueRow,
     ResultRow,
     Summary,
 )
@@ -217,6 +218,18 @@ def head_overruled(conn: sqlite3.Connection, crawl_id: int) -> list[HeadOverrule
         (crawl_id,),
     )
     return [HeadOverruled(url, head, status) for url, head, status in rows]
+
+
+def render_issues(conn: sqlite3.Connection, crawl_id: int) -> list[RenderIssueRow]:
+    """What went wrong on rendered pages, by page URL, in the order it happened."""
+    if not _has(conn, "table", "render_issue"):  # not migrated yet (read-only)
+        return []
+    rows = conn.execute(
+        "SELECT u.url, ri.kind, ri.message, ri.target FROM render_issue ri "
+        "JOIN url u ON u.id = ri.url_id WHERE u.crawl_id = ? ORDER BY u.url, ri.seq",
+        (crawl_id,),
+    )
+    return [RenderIssueRow(*row) for row in rows]
 
 
 def _has_fragment_view(conn: sqlite3.Connection) -> bool:

@@ -1,0 +1,192 @@
+"""Finding, starting and stopping the browser; no browser outlives the crawler.
+
+The browser runs in a process group of its own (``start_new_session``), so
+stopping it kills every helper it started (renderers, zygotes, GPU). It is
+also started with ``PR_SET_PDEATHSIG = SIGKILL``: when the crawler dies, even
+by ``kill -9``, the kernel kills the browser, and its helpers exit once
+their browser is gone. The profile is a throwaway directory removed with the
+browser.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from crawler.errors import UsageError
+
+BROWSER_NAMES = (
+    "chromium",
+    "chromium-browser",
+    "google-chrome",
+    "google-chrome-stable",
+    "chrome",
+    "headless_shell",
+)
+INSTALL_HINT = (
+    "install Chromium (Debian/Ubuntu: apt-get install chromium; Fedora: dnf install chromium; "
+    "macOS: brew install --cask chromium) or name it with --browser PATH; "
+    "the Docker image has it with --build-arg WITH_CHROMIUM=1"
+)
+START_TIMEOUT_S = 30.0
+_PR_SET_PDEATHSIG = 1
+# Everything the browser could reach by itself is closed: every request of a
+# page is answered by the crawler (Fetch.requestPaused), so the browser's own
+# network stack only ever sees what escaped interception, and that goes to a
+# proxy that does not exist (loopback included: "<-loopback>").
+FLAGS = (
+    "--headless",
+    "--no-sandbox",  # containers often run as root, where the sandbox cannot start
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--disable-dev-shm-usage",  # containers often have a tiny /dev/shm
+    "--disable-features=Translate,MediaRouter,OptimizationHints,InterestFeedContentSuggestions",
+    "--mute-audio",
+    # Tabs opened by DevTools count as in the background: their timers would be
+    # throttled to one a second, and a page would look idle while it is not.
+    "--disable-background-timer-throttling",
+    "--disable-renderer-backgrounding",
+    "--disable-backgrounding-occluded-windows",
+    "--proxy-server=http://127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--remote-debugging-address=127.0.0.1",
+    "--remote-debugging-port=0",
+)
+
+
+def find_browser(path: str | None) -> str:
+    """The browser to run: ``path`` (``--browser``) or the first usual name on PATH.
+
+    UsageError (exit 3) saying how to install one when there is none.
+    """
+    if path:
+        found = shutil.which(path)
+        if found is None:
+            raise UsageError(f"--browser {path!r}: not an executable; {INSTALL_HINT}")
+        return found
+    for name in BROWSER_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise UsageError(f"--render needs Chromium, and none was found on PATH: {INSTALL_HINT}")
+
+
+# Looked up here, not in the child: between fork and exec only the call itself is safe.
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class BrowserProcess:
+    """One running browser: its process (group leader), profile and DevTools URL."""
+
+    def __init__(self, executable: str, user_agent: str) -> None:
+        self._executable = executable
+        self._user_agent = user_agent
+        self._profile = Path(tempfile.mkdtemp(prefix="crawler-chromium-"))
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def launch(self) -> None:
+        """Start the browser (returns at once; ``devtools_url`` waits for it).
+
+        Called on the event loop's thread: the death signal is tied to the
+        thread that forks, and a worker thread of ``to_thread`` may exit.
+        """
+        self._process = subprocess.Popen(  # noqa: S603 - the user's browser, no shell
+            [
+                self._executable,
+                *FLAGS,
+                f"--user-agent={self._user_agent}",
+                f"--user-data-dir={self._profile}",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # only prctl: safe between fork and exec
+            env={**os.environ, "HOME": str(self._profile)},
+        )
+
+    def devtools_url(self) -> str | None:
+        """The browser's websocket URL once it listens; None before. RuntimeError if it died."""
+        assert self._process is not None
+        if self._process.poll() is not None:
+            raise RuntimeError(f"the browser exited with {self._process.returncode} at start")
+        try:
+            lines = (self._profile / "DevToolsActivePort").read_text().split()
+        except FileNotFoundError:
+            return None
+        if len(lines) < 2:
+            return None
+        return f"ws://127.0.0.1:{lines[0]}{lines[1]}"
+
+    def is_running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def rss_bytes(self) -> int:
+        """Resident memory of every process in the browser's group (the browser's helpers too)."""
+        return group_rss_bytes(self.pid) if self.pid is not None else 0
+
+    def kill(self) -> None:
+        """Kill the browser and its helpers; remove the profile. Idempotent, quick."""
+        if self._process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(5)
+        shutil.rmtree(self._profile, ignore_errors=True)
+
+
+def group_rss_bytes(pgid: int | None) -> int:
+    """Sum of RSS over the processes of group ``pgid`` (Linux /proc; 0 elsewhere)."""
+    if pgid is None or not os.path.isdir("/proc"):
+        return 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        # After "pid (comm)": state ppid pgrp ... rss is the 22nd field from here.
+        if int(fields[2]) == pgid:
+            total += int(fields[21]) * page
+    return total
+
+
+def wait_for_start(process: BrowserProcess) -> str:
+    """Block until the browser listens (bounded); its DevTools URL."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        url = process.devtools_url()
+        if url is not None:
+            return url
+        time.sleep(0.02)
+    raise RuntimeError("the browser did not open its DevTools port")
