@@ -66,6 +66,13 @@ class FrontierStore(Protocol):
     edges with failure kinds, pages, results in the order they were checked)
     in one snapshot; both backends return the same rows. Reading the summary
     at the end of a crawl does not grow with the crawl's size.
+
+    Rendered pages (``--render``): a link found only in a page's rendered DOM
+    is stored like any link, its element starting with ``RENDERED_PREFIX``
+    (``js:a``), and listed by the ``rendered_links`` view. An accepted
+    outcome's ``render_issues`` are stored in the same transaction, in order,
+    replacing the page's earlier ones (``render_issues`` view, and
+    ``ReportData.render_issues``); a rejected completion stores none.
     """
 
     crawl_id: int
