@@ -148,7 +148,7 @@ class BrowserProcess:
         return self._process is not None and self._process.poll() is None
 
     def rss_bytes(self) -> int:
-        """Resident memory of every process in the browser's group (the browser's helpers too)."""
+        """Memory (PSS) of every process in the browser's group (the browser's helpers too)."""
         return group_rss_bytes(self.pid) if self.pid is not None else 0
 
     def kill(self) -> None:
@@ -162,23 +162,43 @@ class BrowserProcess:
 
 
 def group_rss_bytes(pgid: int | None) -> int:
-    """Sum of RSS over the processes of group ``pgid`` (Linux /proc; 0 elsewhere)."""
+    """Memory of the processes of group ``pgid``: the sum of their PSS (Linux; 0 elsewhere).
+
+    PSS, not RSS: the browser's processes share most of their pages, and a
+    sum of RSS would count them once per process (about twice the truth).
+    """
     if pgid is None or not os.path.isdir("/proc"):
         return 0
-    page = os.sysconf("SC_PAGE_SIZE")
     total = 0
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        # After "pid (comm)": state ppid pgrp ... rss is the 22nd field from here.
-        if int(fields[2]) == pgid:
-            total += int(fields[21]) * page
+        if entry.isdigit() and _pgrp(entry) == pgid:
+            total += process_pss_bytes(int(entry))
     return total
+
+
+def _pgrp(pid: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[2])  # after "pid (comm)": state ppid pgrp
+
+
+def process_pss_bytes(pid: int) -> int:
+    """Proportional set size of one process (its RSS when smaps_rollup is unreadable)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as rollup:
+            for line in rollup:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
 
 
 def wait_for_start(process: BrowserProcess) -> str:
