@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,7 +38,7 @@ async def ours(base: str, pages: int, concurrency: int) -> int:
     sys.path.insert(0, str(ROOT))
     from crawler.config import CrawlSettings
     from crawler.net.fetch import Fetcher
-    from crawler.net.render.renderer import RenderLimits, Renderer
+    from crawler.net.render.renderer import Renderer, RenderLimits
 
     limits = RenderLimits(timeout_s=10, concurrency=concurrency, restart_pages=10**6,
                           max_rss_bytes=1 << 40)  # fmt: skip
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         run = ours if args.client == "ours" else playwright
         print(asyncio.run(run(args.base, args.pages, args.concurrency)))
         return 0
-    port_file = Path(f"/tmp/bench-render-clients-{os.getpid()}.port")
+    port_file = Path(tempfile.gettempdir()) / f"bench-render-clients-{os.getpid()}.port"
     server = subprocess.Popen(
         [sys.executable, site_bench.__file__, "--pages", str(args.pages), "--serve", str(port_file)]
     )
@@ -142,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         pythons = {"ours": sys.executable, "playwright": str(PLAYWRIGHT_PYTHON)}
         for _ in range(args.rounds):
             for client, python in pythons.items():
-                command = [python, __file__, "--client", client, "--base", base,
-                           "--pages", str(args.pages), "--concurrency", str(args.concurrency)]  # fmt: skip
+                command = [
+                    python, __file__, "--client", client, "--base", base,
+                    "--pages", str(args.pages), "--concurrency", str(args.concurrency),
+                ]  # fmt: skip
                 figures = measure(command)
                 pages_per_s = round(args.pages / float(figures["wall_s"]), 2)  # type: ignore[arg-type]
                 print(json.dumps({"client": client, "pages": args.pages,
