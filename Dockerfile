@@ -8,6 +8,11 @@
 # The service refuses to listen on 0.0.0.0 without CRAWLER_TOKEN (exit 3).
 # Settings: CRAWLER_TOKEN, CRAWLER_PORT, CRAWLER_MAX_RUNNING, CRAWLER_LOG_LEVEL,
 # CRAWLER_SHUTDOWN_TIMEOUT_S (see `crawler serve --help`).
+#
+# With Chromium, for crawls with --render (pages whose links are written by
+# JavaScript; about 300 MB more):
+#
+#   docker build --build-arg WITH_CHROMIUM=1 -t crawler:chromium .
 
 ARG PYTHON_VERSION=3.12
 
@@ -26,6 +31,15 @@ RUN /opt/venv/bin/pip install --no-cache-dir '.[postgres,service]' \
     && /opt/venv/bin/python -c 'from crawler.service import dashboard; dashboard.load_static()'
 
 FROM python:${PYTHON_VERSION}-slim-bookworm
+# 1: install Debian's chromium for --render (found on PATH as "chromium").
+ARG WITH_CHROMIUM=0
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# hadolint ignore=DL3008
+RUN if [ "$WITH_CHROMIUM" = "1" ]; then \
+        apt-get update \
+        && apt-get install -y --no-install-recommends chromium fonts-liberation \
+        && rm -rf /var/lib/apt/lists/*; \
+    fi
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
