@@ -69,6 +69,7 @@ async def playwright(base: str, pages: int, concurrency: int) -> int:
     slots = asyncio.Semaphore(concurrency)
     async with aiohttp.ClientSession() as session, async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        context = await browser.new_context()  # one, as ours uses the default one
 
         async def answer(route: Route) -> None:
             request = route.request
@@ -82,7 +83,7 @@ async def playwright(base: str, pages: int, concurrency: int) -> int:
 
         async def one(n: int) -> int:
             async with slots:
-                page = await browser.new_page()
+                page = await context.new_page()
                 try:
                     await page.route("**/*", answer)
                     await page.goto(f"{base}/p/{n}", wait_until="networkidle", timeout=10_000)

@@ -13,7 +13,7 @@ from crawler.cli import options
 from crawler.config import CrawlSettings, HostSettings
 from crawler.engine import runner
 from crawler.errors import UsageError
-from crawler.service.safety import guard_settings
+from crawler.service.safety import check_render_available, guard_settings
 from crawler.service.schemas import CrawlCreate
 
 
@@ -66,3 +66,10 @@ def test_the_service_takes_render_but_not_a_browser_path() -> None:
     assert body.settings.render
     with pytest.raises(ValueError, match="browser"):
         guard_settings({"browser": "/bin/sh"}, allow_private=False)
+
+
+def test_the_service_refuses_render_without_a_browser(monkeypatch: pytest.MonkeyPatch) -> None:
+    check_render_available(CrawlSettings())  # not rendering: nothing looked up
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(ValueError, match=r"^render: .*apt-get install chromium"):
+        check_render_available(CrawlSettings(render=True))

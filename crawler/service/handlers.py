@@ -22,7 +22,13 @@ from crawler.errors import StoreError, UsageError
 from crawler.service.config import MAX_BODY_BYTES
 from crawler.service.manager import ConflictError, CrawlNotFoundError, QueueFullError
 from crawler.service.metrics import CONTENT_TYPE
-from crawler.service.safety import check_guard_asked, check_limits, guard_settings, redact_settings
+from crawler.service.safety import (
+    check_guard_asked,
+    check_limits,
+    check_render_available,
+    guard_settings,
+    redact_settings,
+)
 from crawler.service.schemas import (
     CrawlCreate,
     CrawlList,
@@ -166,7 +172,9 @@ async def create_crawl(request: web.Request) -> web.Response:
             allow_private=service.config.allow_private,
             allow_networks=service.config.allow_networks,
         )
-        recorded = CrawlSettings.model_validate(guarded).model_dump(mode="json")
+        settings = CrawlSettings.model_validate(guarded)
+        check_render_available(settings)
+        recorded = settings.model_dump(mode="json")
     except ValueError as exc:  # pydantic.ValidationError is one too
         if isinstance(exc, pydantic.ValidationError):
             raise ApiError.from_validation(exc, prefix="settings") from None

@@ -9,6 +9,8 @@
   engine also refuses discovered links and redirects (and names that resolve)
   to internal addresses. Settings that name files on the server are refused.
 - ``check_limits``: the operator's caps on what one crawl may ask for.
+- ``check_render_available``: a crawl that renders pages needs a browser on
+  the server (looked up on PATH, the one lookup here), else it is refused.
 - ``redact_settings``: settings as shown to readers, without credentials.
 - ``token_matches``: the bearer token, compared in constant time.
 - ``is_allowed_host``: the DNS-rebinding guard, for every request.
@@ -22,6 +24,9 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
+from crawler.config import CrawlSettings
+from crawler.errors import UsageError
+from crawler.net.render import process as browsers
 from crawler.netguard import Allowed, is_private_address
 
 # Settings whose value is a path on the server: a crawl created over HTTP must
@@ -46,6 +51,15 @@ def is_private_host(host: str, allowed: Allowed = ()) -> bool:
         except OSError:
             return False
     return is_private_address(str(ip), allowed)
+
+
+def check_render_available(settings: CrawlSettings) -> None:
+    """ValueError ("render: ...") when the crawl renders pages and the server has no browser."""
+    if settings.may_render():
+        try:
+            browsers.find_browser(None)
+        except UsageError as exc:
+            raise ValueError(f"render: {exc}") from None
 
 
 def guard_settings(
