@@ -56,7 +56,7 @@ async def test_render_finds_every_planted_link_and_broken_link(any_db: str) -> N
     chromium_or_skip()
     async with serve_js_site() as site:
         report = await check_async(
-            site.url("/"), db=any_db, render=True, render_timeout_s=3, **GUARDED
+            site.url("/"), db=any_db, render=True, render_timeout_s=6, **GUARDED
         )
         secret_hits = sum(site.secret_hits.values())
     found = _urls(report, site)
@@ -87,7 +87,7 @@ async def test_reports_mark_links_found_after_rendering(tmp_path: Path) -> None:
     chromium_or_skip()
     async with serve_js_site() as site:
         await check_async(
-            site.url("/"), db=tmp_path / "c.db", render=True, render_timeout_s=2, **GUARDED
+            site.url("/"), db=tmp_path / "c.db", render=True, render_timeout_s=6, **GUARDED
         )
     report = store_open.load_report(str(tmp_path / "c.db"))
     with sqlite3.connect(tmp_path / "c.db") as conn:

@@ -42,7 +42,7 @@ async def _render(renderer: Renderer, fetcher: Fetcher, url: str) -> list[str]:
 
 
 def _limits(**changes: float) -> RenderLimits:
-    values = {"timeout_s": 3.0, "concurrency": 2, "restart_pages": 100, "max_rss_bytes": 1 << 40}
+    values = {"timeout_s": 8.0, "concurrency": 2, "restart_pages": 100, "max_rss_bytes": 1 << 40}
     return RenderLimits(**{**values, **changes})  # type: ignore[arg-type]
 
 
@@ -126,12 +126,32 @@ async def test_a_crashed_browser_is_restarted_and_the_page_retried(js_site: JsSi
             await renderer.aclose()
 
 
+async def test_a_hung_browser_is_restarted_and_the_page_retried(
+    js_site: JsSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chromium = chromium_or_skip()
+    monkeypatch.setattr(renderer_module, "HANG_GRACE_S", 1.0)
+    async with Fetcher(CrawlSettings()) as fetcher:
+        renderer = Renderer(chromium, "test", _limits())
+        try:
+            assert await _render(renderer, fetcher, js_site.url("/plain")) == []
+            hung = renderer.browser_pid
+            assert hung is not None
+            os.killpg(hung, signal.SIGSTOP)  # alive, answering nothing
+            assert await _render(renderer, fetcher, js_site.url("/timer")) == []
+            assert renderer.restarts == 1
+            assert renderer.browser_pid != hung
+        finally:
+            await renderer.aclose()
+    await wait_until(lambda: not _group_alive(hung), timeout=20, message="the hung browser lives")
+
+
 async def test_kill_9_leaves_no_browser_and_resume_finishes(
     js_site: JsSite, tmp_path: Path
 ) -> None:
     chromium_or_skip()
     db = tmp_path / "c.db"
-    args = ("--db", db, "--render", "--render-timeout", "3s", "-n", "--max-retries", "0")
+    args = ("--db", db, "--render", "--render-timeout", "6s", "-n", "--max-retries", "0")
     proc = subprocess.Popen(  # noqa: ASYNC220 - returns at once; the site runs on this loop
         cli("crawl", js_site.url("/"), *args, "-f", "json"),
         cwd=tmp_path,
