@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -181,3 +182,21 @@ async def test_kill_9_leaves_no_browser_and_resume_finishes(
     found = {entry["url"] for entry in report["found_after_rendering"]}
     assert js_site.url("/more-missing") in found
     assert all(js_site.hits[path] >= 1 for path in PLANTED if "missing" not in path)
+
+
+def test_bench_render_smoke(tmp_path: Path) -> None:
+    """bench/render.py runs and every page of its client-rendered site is crawled."""
+    chromium_or_skip()
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "bench/render.py", "--pages", "12", "--concurrency", "2"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["pages"] == 12
+    assert figures["exit"] == 0
