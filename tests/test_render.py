@@ -133,3 +133,25 @@ def test_render_without_a_browser_fails_at_start(tmp_path: Path, missing: str) -
     assert done.returncode == 3, done.stderr
     assert "apt-get install chromium" in done.stderr
     assert not (tmp_path / "crawl.db").exists()
+
+
+async def test_the_browser_requests_go_out_as_the_crawl_s(tmp_path: Path) -> None:
+    chromium_or_skip()
+    async with serve_js_site() as site:
+        await check_async(
+            site.url("/"),
+            db=tmp_path / "c.db",
+            render=True,
+            render_timeout_s=6,
+            user_agent="render-test/1",
+            headers={"X-Crawl": "yes"},
+            **GUARDED,
+        )
+        sent = site.headers["/more.json"]  # asked by the page's script, sent by the crawler
+        methods = site.methods
+    assert sent["User-Agent"] == "render-test/1"
+    assert sent["X-Crawl"] == "yes"
+    assert "session=abc" in sent.get("Cookie", "")
+    assert methods[("GET", "/pic.png")] == 0  # images are not downloaded by the browser
+    assert methods[("HEAD", "/pic.png")] == 1  # the link is checked as always
+    assert methods[("GET", "/")] == 1  # the document is fetched once, never again

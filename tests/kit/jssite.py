@@ -15,6 +15,9 @@ written by JavaScript:
 - ``/guard``: fetches a URL on another loopback address (the ``secret``
   server), which the address guard must refuse.
 
+``/`` sets a cookie and shows ``/pic.png``; the site records each request's
+method and the last headers per path.
+
 ``PLANTED`` lists the links only rendering finds, ``BROKEN_RENDERED`` the
 broken ones among them with their source page.
 """
@@ -84,6 +87,8 @@ class JsSite:
     base: str
     secret_url: str
     hits: Counter[str] = field(default_factory=Counter)
+    methods: Counter[tuple[str, str]] = field(default_factory=Counter)  # (method, path)
+    headers: dict[str, dict[str, str]] = field(default_factory=dict)  # the last, by path
     secret_hits: Counter[str] = field(default_factory=Counter)
 
     def url(self, path: str) -> str:
@@ -93,6 +98,8 @@ class JsSite:
 def _app(site: JsSite) -> web.Application:
     async def count(request: web.Request, handler: web.RequestHandler) -> web.StreamResponse:
         site.hits[request.path] += 1
+        site.methods[(request.method, request.path)] += 1
+        site.headers[request.path] = dict(request.headers)
         return await handler(request)
 
     app = web.Application(middlewares=[web.middleware(count)])
@@ -101,7 +108,13 @@ def _app(site: JsSite) -> web.Application:
     @routes.get("/")
     async def home(_: web.Request) -> web.Response:
         links = "".join(f'<a href="{p}">{p}</a>' for p in ("/plain", *PAGES))
-        return _page(links)
+        response = _page(links + '<img src="/pic.png" alt="">')
+        response.set_cookie("session", "abc")  # the crawl's jar sends it on, browser or not
+        return response
+
+    @routes.get("/pic.png")
+    async def pic(_: web.Request) -> web.Response:
+        return web.Response(body=b"\x89PNG", content_type="image/png")
 
     @routes.get("/plain")
     async def plain(_: web.Request) -> web.Response:
