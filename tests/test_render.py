@@ -155,3 +155,18 @@ async def test_the_browser_requests_go_out_as_the_crawl_s(tmp_path: Path) -> Non
     assert methods[("GET", "/pic.png")] == 0  # images are not downloaded by the browser
     assert methods[("HEAD", "/pic.png")] == 1  # the link is checked as always
     assert methods[("GET", "/")] == 1  # the document is fetched once, never again
+
+
+async def test_the_browser_requests_pass_the_politeness_gate(tmp_path: Path) -> None:
+    chromium_or_skip()
+    async with serve_js_site() as site:
+        await check_async(
+            site.url("/parallel"),
+            db=tmp_path / "c.db",
+            render=True,
+            render_timeout_s=6,
+            host_concurrency=1,
+            **GUARDED,
+        )
+        assert site.hits["/slow"] == 4  # the script's four fetches, one after the other
+        assert site.max_in_flight == 1

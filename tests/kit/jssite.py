@@ -15,6 +15,7 @@ written by JavaScript:
 - ``/guard``: fetches a URL on another loopback address (the ``secret``
   server), which the address guard must refuse.
 
+``/parallel`` (linked from nowhere) fetches ``/slow`` four times at once.
 ``/`` sets a cookie and shows ``/pic.png``; the site records each request's
 method and the last headers per path.
 
@@ -24,6 +25,7 @@ broken ones among them with their source page.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -89,6 +91,8 @@ class JsSite:
     hits: Counter[str] = field(default_factory=Counter)
     methods: Counter[tuple[str, str]] = field(default_factory=Counter)  # (method, path)
     headers: dict[str, dict[str, str]] = field(default_factory=dict)  # the last, by path
+    in_flight: int = 0
+    max_in_flight: int = 0  # requests being answered at once, at most
     secret_hits: Counter[str] = field(default_factory=Counter)
 
     def url(self, path: str) -> str:
@@ -100,7 +104,12 @@ def _app(site: JsSite) -> web.Application:
         site.hits[request.path] += 1
         site.methods[(request.method, request.path)] += 1
         site.headers[request.path] = dict(request.headers)
-        return await handler(request)
+        site.in_flight += 1
+        site.max_in_flight = max(site.max_in_flight, site.in_flight)
+        try:
+            return await handler(request)
+        finally:
+            site.in_flight -= 1
 
     app = web.Application(middlewares=[web.middleware(count)])
     routes = web.RouteTableDef()
@@ -153,6 +162,16 @@ def _app(site: JsSite) -> web.Application:
     @routes.get("/ping")
     async def ping(_: web.Request) -> web.Response:
         return web.Response(text="pong")
+
+    @routes.get("/parallel")
+    async def parallel(_: web.Request) -> web.Response:
+        script = "for (let i = 0; i < 4; i++) fetch('/slow?i=' + i);"
+        return _page("parallel", script)
+
+    @routes.get("/slow")
+    async def slow(_: web.Request) -> web.Response:
+        await asyncio.sleep(0.05)  # long enough for overlapping requests to overlap
+        return web.Response(text="slow")
 
     @routes.get("/badscript")
     async def badscript(_: web.Request) -> web.Response:
