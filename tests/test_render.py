@@ -123,7 +123,7 @@ async def test_reports_mark_links_found_after_rendering(tmp_path: Path) -> None:
     assert f"{more},404,404 Not Found,{site.url('/loadmore')},js:a" in report_csv.render(report)
 
 
-@pytest.mark.parametrize("missing", ["/nonexistent/chromium", "no-such-browser-here"])
+@pytest.mark.parametrize("missing", ["/nonexistent/chromium", "no-such-browser-here", "true"])
 def test_render_without_a_browser_fails_at_start(tmp_path: Path, missing: str) -> None:
     from kit.clikit import run_cli
 

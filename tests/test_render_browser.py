@@ -75,6 +75,17 @@ def _browser_children(parent: int) -> list[int]:
     return found
 
 
+async def test_a_browser_that_does_not_start_costs_the_render_not_the_page(
+    js_site: JsSite,
+) -> None:
+    async with Fetcher(CrawlSettings()) as fetcher:
+        renderer = Renderer("/bin/true", "test", _limits())
+        try:
+            assert await _render(renderer, fetcher, js_site.url("/plain")) == ["render_failed"]
+        finally:
+            await renderer.aclose()
+
+
 async def test_the_browser_is_restarted_every_n_pages(js_site: JsSite) -> None:
     chromium = chromium_or_skip()
     async with Fetcher(CrawlSettings()) as fetcher:

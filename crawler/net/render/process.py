@@ -37,6 +37,7 @@ INSTALL_HINT = (
     "the Docker image has it with --build-arg WITH_CHROMIUM=1"
 )
 START_TIMEOUT_S = 30.0
+VERSION_TIMEOUT_S = 20.0
 _PR_SET_PDEATHSIG = 1
 # Everything the browser could reach by itself is closed: every request of a
 # page is answered by the crawler (Fetch.requestPaused), so the browser's own
@@ -79,12 +80,33 @@ def find_browser(path: str | None) -> str:
         found = shutil.which(path)
         if found is None:
             raise UsageError(f"--browser {path!r}: not an executable; {INSTALL_HINT}")
-        return found
+        return _runs(found)
     for name in BROWSER_NAMES:
         found = shutil.which(name)
         if found:
-            return found
+            return _runs(found)
     raise UsageError(f"--render needs Chromium, and none was found on PATH: {INSTALL_HINT}")
+
+
+def _runs(path: str) -> str:
+    """``path`` if it answers ``--version`` like a Chromium (a stub that only says
+    "install me", as Ubuntu's snap wrapper, does not); UsageError otherwise."""
+    try:
+        done = subprocess.run(  # noqa: S603 - the user's browser, no shell
+            [path, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=VERSION_TIMEOUT_S,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"{path}: does not run ({exc}); {INSTALL_HINT}") from None
+    answer = (done.stdout or done.stderr).strip().splitlines()
+    if done.returncode != 0 or not answer or "chrom" not in answer[0].lower():
+        said = answer[0][:200] if answer else f"exit {done.returncode}"
+        raise UsageError(f"{path}: not a Chromium ({said}); {INSTALL_HINT}")
+    return path
 
 
 # Looked up here, not in the child: between fork and exec only the call itself is safe.

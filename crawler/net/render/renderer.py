@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass
 
+import aiohttp
 import structlog
 
 from crawler.fetch_types import Fetched
@@ -88,7 +89,12 @@ class Renderer:
         async with self._slots:
             failure = ""
             for attempt in (1, 2):
-                browser = await self._checkout()
+                try:
+                    browser = await self._checkout()
+                except (OSError, RuntimeError, TimeoutError, aiohttp.ClientError) as exc:
+                    failure = f"the browser did not start: {exc}"
+                    log.warning("browser_start_failed", url=url, attempt=attempt, error=str(exc))
+                    continue
                 try:
                     return await asyncio.wait_for(
                         render_page(
