@@ -11,6 +11,10 @@ keeps in memory is bounded by the lease batch and the concurrency limits:
 
 Nothing blocks on a full queue: the dispatcher simply starts nothing new when
 a limit is reached, and the writer drains outcomes independently.
+
+With ``--render`` a fetched page is then loaded in the browser
+(``render_step``): its host's slot is given back first, because the page's
+own requests wait for that host's slots too.
 """
 
 from __future__ import annotations
