@@ -61,14 +61,51 @@ class Summary:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a page writes a link: 1-based line and column (characters), None when unknown."""
+
+    source: str
+    line: int | None = None
+    column: int | None = None
+
+    @property
+    def shown(self) -> str:
+        """``source:line:column`` as editors and terminals read it, or the source alone."""
+        return self.source if self.line is None else f"{self.source}:{self.line}:{self.column}"
+
+
+# Line and column packed in one integer, so SQL can take the first of a pair's links.
+POSITION_SHIFT = 32
+
+
+def unpack_position(packed: int | None) -> tuple[int | None, int | None]:
+    """``(line, column)`` from ``line << POSITION_SHIFT | column``; (None, None) for None."""
+    if packed is None:
+        return None, None
+    return packed >> POSITION_SHIFT, packed & ((1 << POSITION_SHIFT) - 1)
+
+
+def first_position(a: int | None, b: int | None) -> int | None:
+    """The earlier of two packed positions; a known one before an unknown one."""
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
+
+
 @dataclass(slots=True)
 class BrokenLink:
-    """A broken URL and the pages that link to it."""
+    """A broken URL and the pages that link to it.
+
+    ``locations`` has one entry per source, in the same order: the page (or
+    file) and where it first writes the link.
+    """
 
     url: str
     status: int | None
     error: str | None
     sources: list[str] = field(default_factory=list)
+    locations: list[Location] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +118,20 @@ class BrokenEdge:
     kind: str  # a ``FailureKind`` value, FRAGMENT_KIND or "unknown": why it is broken
     source: str | None  # None for a broken seed, which no page links to
     elements: tuple[str, ...]  # how the source links to it: a, img, script, ...
-    # Where the link is written, when the source is a local file (``crawler crawl DIR``):
-    # the path relative to the working directory, 1-based line and column.
+    # Where the source first writes the link: 1-based line and column (characters),
+    # None when unknown. ``file``: the source's path relative to the working
+    # directory when it is a local file (``crawler crawl DIR``); ``source`` then
+    # already reads ``file:line:column``.
     file: str | None = None
     line: int | None = None
     column: int | None = None
+
+    @property
+    def shown_source(self) -> str | None:
+        """The source as people read it: ``source:line:column`` when the line is known."""
+        if self.source is None or self.line is None or self.file is not None:
+            return self.source
+        return f"{self.source}:{self.line}:{self.column}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,11 +23,15 @@ from crawler.report import ReportData
 from crawler.report.model import (
     COUNT_NAMES,
     FRAGMENT_KIND,
+    POSITION_SHIFT,
     BrokenEdge,
     BrokenLink,
     HeadOverruled,
+    Location,
     ResultRow,
     Summary,
+    first_position,
+    unpack_position,
 )
 from crawler.store.postgres import crawls
 
@@ -64,14 +68,16 @@ WHERE (SELECT crawl_id FROM url WHERE id = rc.url_id) = $1
 """
 
 # Broken links, then (only when some crawl recorded anchors) missing fragments.
-_BROKEN = "SELECT url, status, error, source FROM broken_links WHERE crawl_id = $1"
+# {at}: a link's line and column packed in one bigint (NULL before migration 0015).
+_AT = f"(line::bigint << {POSITION_SHIFT}) + col"
+_BROKEN = "SELECT url, status, error, source, {at} FROM broken_links WHERE crawl_id = $1"
 _BROKEN_FRAGMENTS = """
 UNION ALL
-SELECT url, status, error, source FROM broken_fragments WHERE crawl_id = $1
+SELECT url, status, error, source, {at} FROM broken_fragments WHERE crawl_id = $1
 """
 
 _EDGES = """
-SELECT bl.url, bl.status, bl.error, bl.source, bl.element,
+SELECT bl.url, bl.status, bl.error, bl.source, bl.element, {at},
        CASE
            WHEN rc.url_id IS NULL THEN r.error_kind
            WHEN rc.is_loop THEN 'redirect_loop'
@@ -87,7 +93,7 @@ WHERE bl.crawl_id = $1
 """
 _FRAGMENT_EDGES = f"""
 UNION ALL
-SELECT url, status, error, source, element, '{FRAGMENT_KIND}' AS kind
+SELECT url, status, error, source, element, {{at}}, '{FRAGMENT_KIND}' AS kind
 FROM broken_fragments WHERE crawl_id = $1
 """
 
@@ -170,16 +176,30 @@ async def _has_anchors(conn: Any) -> bool:
 async def broken_links(conn: Any, crawl_id: int) -> list[BrokenLink]:
     """Broken links with their source pages, sorted by URL; sources sorted too."""
     found: dict[str, BrokenLink] = {}
-    sources: defaultdict[str, set[str]] = defaultdict(set)
+    sources: defaultdict[str, dict[str, int | None]] = defaultdict(dict)
     query = _BROKEN + (_BROKEN_FRAGMENTS if await _has_anchors(conn) else "")
-    for url, status, error, source in await conn.fetch(query, crawl_id):
+    at = await _position(conn)
+    for url, status, error, source, packed in await conn.fetch(query.format(at=at), crawl_id):
         if url not in found:
             found[url] = BrokenLink(url=url, status=status, error=error)
         if source is not None:
-            sources[url].add(source)
+            known = sources[url]
+            known[source] = first_position(known.get(source), packed)
     for url, link in found.items():
         link.sources = sorted(sources[url])
+        link.locations = [
+            Location(source, *unpack_position(sources[url][source])) for source in link.sources
+        ]
     return [found[url] for url in sorted(found)]
+
+
+async def _position(conn: Any) -> str:
+    """SQL for a link's packed position; NULL on a database before migration 0015."""
+    has = await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = "
+        "'broken_links' AND column_name = 'line' AND table_schema = current_schema())"
+    )
+    return _AT if has else "NULL::bigint"
 
 
 async def broken_edges(conn: Any, crawl_id: int) -> list[BrokenEdge]:
@@ -187,12 +207,17 @@ async def broken_edges(conn: Any, crawl_id: int) -> list[BrokenEdge]:
     groups: dict[tuple[str, str | None], list[Any]] = {}
     elements: defaultdict[tuple[str, str | None], set[str]] = defaultdict(set)
     query = _EDGES + (_FRAGMENT_EDGES if await _has_anchors(conn) else "")
-    for url, status, error, source, element, kind in await conn.fetch(query, crawl_id):
+    at = await _position(conn)
+    for url, status, error, source, element, packed, kind in await conn.fetch(
+        query.format(at=at), crawl_id
+    ):
         key = (url, source)
         if key not in groups:
-            groups[key] = [status, error, kind]
-        elif groups[key][2] is None:
-            groups[key][2] = kind
+            groups[key] = [status, error, kind, packed]
+        else:
+            if groups[key][2] is None:
+                groups[key][2] = kind
+            groups[key][3] = first_position(groups[key][3], packed)
         if element:
             elements[key].add(element)
     ordered = sorted(groups, key=lambda k: (k[0], k[1] is not None, k[1] or ""))
@@ -204,6 +229,8 @@ async def broken_edges(conn: Any, crawl_id: int) -> list[BrokenEdge]:
             kind=groups[(url, source)][2] or "unknown",
             source=source,
             elements=tuple(sorted(elements[(url, source)])),
+            line=unpack_position(groups[(url, source)][3])[0],
+            column=unpack_position(groups[(url, source)][3])[1],
         )
         for url, source in ordered
     ]

@@ -27,12 +27,16 @@ from crawler.models import UrlKind
 from crawler.report.model import (
     COUNT_NAMES,
     FRAGMENT_KIND,
+    POSITION_SHIFT,
     BrokenEdge,
     BrokenLink,
     Cursor,
     HeadOverruled,
+    Location,
     ResultRow,
     Summary,
+    first_position,
+    unpack_position,
 )
 
 # What counts as a crawled page (as in ``summary``): fetched for its links, answered OK.
@@ -91,22 +95,39 @@ def _counts_by_scan(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:
 
 
 def broken_links(conn: sqlite3.Connection, crawl_id: int) -> list[BrokenLink]:
-    """Broken links with their source pages, sorted by URL; sources sorted too."""
+    """Broken links with their source pages, sorted by URL; sources sorted too.
+
+    Each source comes with where it first writes the link (``locations``).
+    """
     found: dict[str, BrokenLink] = {}
-    sources: defaultdict[str, set[str]] = defaultdict(set)
-    query = "SELECT url, status, error, source FROM broken_links WHERE crawl_id = ?1"
+    sources: defaultdict[str, dict[str, int | None]] = defaultdict(dict)
+    at = _position(conn)
+    query = f"SELECT url, status, error, source, {at} FROM broken_links WHERE crawl_id = ?1"
     if _has_fragment_view(conn):
         query += (
-            " UNION ALL SELECT url, status, error, source FROM broken_fragments WHERE crawl_id = ?1"
+            f" UNION ALL SELECT url, status, error, source, {at} "
+            "FROM broken_fragments WHERE crawl_id = ?1"
         )
-    for url, status, error, source in conn.execute(query, (crawl_id,)):
+    for url, status, error, source, packed in conn.execute(query, (crawl_id,)):
         if url not in found:
             found[url] = BrokenLink(url=url, status=status, error=error)
         if source is not None:
-            sources[url].add(source)
+            known = sources[url]
+            known[source] = first_position(known.get(source), packed)
     for url, link in found.items():
         link.sources = sorted(sources[url])
+        link.locations = [
+            Location(source, *unpack_position(sources[url][source])) for source in link.sources
+        ]
     return [found[url] for url in sorted(found)]
+
+
+def _position(conn: sqlite3.Connection) -> str:
+    """SQL for a link's packed line and column (NULL on a database before migration 0015)."""
+    row = conn.execute(
+        "SELECT 1 FROM pragma_table_info('broken_links') WHERE name = 'line'"
+    ).fetchone()
+    return f"(line << {POSITION_SHIFT}) + col" if row is not None else "NULL"
 
 
 # the kind of the broken URL it ends in (the order of the ``resolved`` view).
@@ -114,7 +135,7 @@ def broken_links(conn: sqlite3.Connection, crawl_id: int) -> list[BrokenLink]:
 # joined url by crawl_id alone (every URL of the crawl for every row).
 _BROKEN_EDGE_ROWS = """
 WITH bl AS MATERIALIZED (SELECT * FROM broken_links WHERE crawl_id = ?1)
-SELECT bl.url, bl.status, bl.error, bl.source, bl.element,
+SELECT bl.url, bl.status, bl.error, bl.source, bl.element, {at} AS at,
        CASE
            WHEN rc.url_id IS NULL THEN r.error_kind
            WHEN rc.is_loop THEN 'redirect_loop'
@@ -129,7 +150,7 @@ LEFT JOIN result fr         ON fr.url_id = rc.final_id
 WHERE bl.crawl_id = ?1
 """
 _FRAGMENT_EDGE_ROWS = f"""
-SELECT url, status, error, source, element, '{FRAGMENT_KIND}' AS kind
+SELECT url, status, error, source, element, {{at}} AS at, '{FRAGMENT_KIND}' AS kind
 FROM broken_fragments WHERE crawl_id = ?1
 """
 
@@ -153,11 +174,12 @@ def broken_edges(conn: sqlite3.Connection, crawl_id: int) -> list[BrokenEdge]:
     if _has_fragment_view(conn):
         rows += " UNION ALL " + _FRAGMENT_EDGE_ROWS
     query = (
-        "SELECT url, status, error, source, group_concat(DISTINCT element), kind "
-        f"FROM ({rows}) GROUP BY url, source ORDER BY url, source"
+        "SELECT url, status, error, source, group_concat(DISTINCT element), min(at), kind "
+        f"FROM ({rows.format(at=_position(conn))}) GROUP BY url, source ORDER BY url, source"
     )
     edges = []
-    for url, status, error, source, elements, kind in conn.execute(query, (crawl_id,)):
+    for url, status, error, source, elements, at, kind in conn.execute(query, (crawl_id,)):
+        line, column = unpack_position(at)
         edges.append(
             BrokenEdge(
                 url=url,
@@ -166,6 +188,8 @@ def broken_edges(conn: sqlite3.Connection, crawl_id: int) -> list[BrokenEdge]:
                 kind=kind or "unknown",
                 source=source,
                 elements=tuple(sorted(set(elements.split(",")))) if elements else (),
+                line=line,
+                column=column,
             )
         )
     return edges
