@@ -276,18 +276,18 @@ def _placed(
 ) -> list[Discovered]:
     """Each child with the line and column of its first occurrence (the ``index``-th link).
 
-    Children come in the order of their first occurrence, so ``Lines`` counts forward.
+    Children come in the order of their first occurrence, so lines are counted forward.
     """
-    lines = positions.Lines(text)
-    placed = []
-    for found, index in children:
-        offset = offsets[index]
-        if offset < 0:
-            placed.append(found)
-            continue
-        line, column = lines.position(offset)
-        placed.append(found._replace(line=line, column=column))
-    return placed
+    kept = [(found, offsets[index]) for found, index in children]
+    where = iter(positions.line_columns(text, [offset for _, offset in kept if offset >= 0]))
+    new = tuple.__new__  # a named tuple's own constructor costs three times as much
+    return [
+        new(Discovered, (*found[:_PLAIN_FIELDS], *next(where))) if offset >= 0 else found
+        for found, offset in kept
+    ]
+
+
+_PLAIN_FIELDS = len(Discovered._fields) - 2  # all but line and column
 
 
 def _scoped(

@@ -7,7 +7,7 @@ previous one was found (a C-speed ``str.find`` with a boundary check), so a
 page costs one forward pass; only a value the text writes differently (a
 character reference, ``&amp;``) falls back to the regex scan below. Offsets
 become 1-based line and column only for the links kept, counting newlines
-between consecutive offsets (``Lines``). Columns count Unicode code points
+between consecutive offsets (``line_columns``). Columns count Unicode code points
 (characters, as editors and SARIF's ``unicodeCodePoints`` do; a tab is one,
 a BOM is not in the text); a line ends at LF, CRLF or a lone CR.
 
@@ -150,30 +150,25 @@ def _scan(text: str) -> dict[str, list[int]]:
     return scanned
 
 
-class Lines:
-    """Character offsets to 1-based (line, column), cheapest when asked in increasing order.
+def line_columns(text: str, offsets: list[int]) -> list[tuple[int, int]]:
+    """1-based (line, column) of each character offset; cheapest in increasing order.
 
-    Counts LF between the last offset asked and this one; a text with a lone
-    CR (no LF after it) uses ``LineIndex`` instead.
+    Counts LF between consecutive offsets (C loops, no table of lines); a text
+    with a lone CR (no LF after it) goes through ``LineIndex`` instead.
     """
-
-    __slots__ = ("_index", "_line", "_offset", "_text")
-
-    def __init__(self, text: str) -> None:
-        self._text = text
-        self._index = LineIndex(text) if text.count("\r") != text.count("\r\n") else None
-        self._line, self._offset = 1, 0
-
-    def position(self, offset: int) -> Position:
-        """The 1-based line and column of a character offset."""
-        if self._index is not None:
-            return self._index.position(offset)
-        text = self._text
-        if offset < self._offset:
-            self._line, self._offset = 1, 0
-        self._line += text.count("\n", self._offset, offset)
-        self._offset = offset
-        return Position(self._line, offset - text.rfind("\n", 0, offset))
+    if "\r" in text and text.count("\r") != text.count("\r\n"):  # `in` is a memchr
+        index = LineIndex(text)
+        return [index.position(offset) for offset in offsets]
+    found = []
+    count, rfind = text.count, text.rfind
+    line, last = 1, 0
+    for offset in offsets:
+        if offset < last:
+            line, last = 1, 0
+        line += count("\n", last, offset)
+        last = offset
+        found.append((line, offset - rfind("\n", 0, offset)))
+    return found
 
 
 class LineIndex:
