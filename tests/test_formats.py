@@ -209,7 +209,8 @@ def test_load_reads_only_what_the_format_needs(reader: sqlite3.Connection) -> No
 def page_of(shown: str) -> str:
     """The page of ``page:line:column`` (how people-facing formats name a source)."""
     page, line, column = shown.rsplit(":", 2)
-    assert line.isdigit() and column.isdigit(), shown
+    assert line.isdigit(), shown
+    assert column.isdigit(), shown
     return page
 
 

@@ -19,9 +19,9 @@ import re
 import signal
 import subprocess
 from pathlib import Path
-from xml.etree import ElementTree as ET
 
 import pytest
+import xmlschema
 
 from crawler import report
 from crawler.report.model import ReportData
@@ -135,15 +135,14 @@ async def test_every_format_shows_line_and_column_for_http_pages(
         rendered = report.render(data, fmt)
         for spot in spots:
             assert spot in rendered, (fmt, spot)
-    junit = ET.fromstring(report.render(read_report(tmp_path / "c.db"), "junit"))
+    junit = xmlschema.XMLResource(report.render(read_report(tmp_path / "c.db"), "junit")).root
     texts = {case.findtext("failure") or "" for case in junit.iter("testcase")}
     for spot in spots:
         assert any(f"at {spot}" in text for text in texts), spot
     want = expected(server)
     doc = json.loads(report.render(data, "json"))
-    assert {
-        (b["url"], w["source"], w["line"], w["column"]) for b in doc["broken"] for w in b["locations"]
-    } == want
+    located = [(b["url"], w) for b in doc["broken"] for w in b["locations"]]
+    assert {(url, w["source"], w["line"], w["column"]) for url, w in located} == want
     rows = csv.DictReader(io.StringIO(report.render(data, "csv"), newline=""))
     assert {(r["url"], r["source"], int(r["line"]), int(r["column"])) for r in rows} == want
     sarif = json.loads(report.render(data, "sarif"))["runs"][0]
