@@ -294,6 +294,8 @@ async def test_links_keep_where_their_page_writes_them(db: Backend) -> None:
                 placed(disc(dead, UrlKind.CHECK), 12, 40),
                 disc(u("nowhere"), UrlKind.CHECK),  # written where it was not found
                 placed(disc(u("old"), UrlKind.CHECK), 3, 1),
+                placed(disc(u("wide"), UrlKind.CHECK), 1, 1_000_000),  # minified HTML
+                placed(disc(u("long"), UrlKind.CHECK), 2_000_000, 1023),
             ],
             # p2 links back to home, a page crawled OK: the link is settled.
             u("p2"): [placed(disc(u("home")), 7, 11), placed(disc(dead, UrlKind.CHECK), 1, 200)],
@@ -319,6 +321,8 @@ async def test_links_keep_where_their_page_writes_them(db: Backend) -> None:
         (u("home"), dead, "", 12, 40),
         (u("home"), u("nowhere"), "", None, None),
         (u("home"), u("old"), "", 3, 1),
+        (u("home"), u("wide"), "", 1, 1_000_000),
+        (u("home"), u("long"), "", 2_000_000, 1023),
         (u("old"), u("new"), "", None, None),  # a redirect is written nowhere
         (u("p2"), u("home"), "", 7, 11),
         (u("p2"), dead, "", 1, 200),
