@@ -330,7 +330,16 @@ def test_the_json_schema_catches_a_changed_shape(
 # ---------------------------------------------------------------------------
 
 
-JSONL_KEYS = ["url", "class", "status", "error", "content_type", "elapsed_ms", "checked_at"]
+JSONL_KEYS = [
+    "url",
+    "class",
+    "status",
+    "error",
+    "content_type",
+    "elapsed_ms",
+    "checked_at",
+    "locations",
+]
 
 
 def test_jsonl_has_one_line_per_checked_url(crawled: Crawled, reader: sqlite3.Connection) -> None:

@@ -143,6 +143,13 @@ async def test_every_format_shows_line_and_column_for_http_pages(
     doc = json.loads(report.render(data, "json"))
     located = [(b["url"], w) for b in doc["broken"] for w in b["locations"]]
     assert {(url, w["source"], w["line"], w["column"]) for url, w in located} == want
+    results = read_report(tmp_path / "c.db")
+    lines = [json.loads(line) for line in report.render(results, "jsonl").splitlines()]
+    located = [(r["url"], w) for r in lines if r["class"] == "broken" for w in r["locations"]]
+    assert {(url, w["source"], w["line"], w["column"]) for url, w in located} == {
+        spot for spot in want if "?" in spot[0] or "/gone" in spot[0]
+    }
+    assert all(r["locations"] is None for r in lines if r["class"] == "ok")
     rows = csv.DictReader(io.StringIO(report.render(data, "csv"), newline=""))
     assert {(r["url"], r["source"], int(r["line"]), int(r["column"])) for r in rows} == want
     sarif = json.loads(report.render(data, "sarif"))["runs"][0]

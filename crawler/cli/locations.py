@@ -58,7 +58,16 @@ def with_files(data: ReportData, site: LocalSite, cwd: Path) -> ReportData:
         broken.append(BrokenLink(paths.name(link.url), link.status, link.error, sources, where))
     pages = [paths.name(page) for page in data.pages] if data.pages is not None else None
     results = (
-        [dataclasses.replace(row, url=paths.name(row.url)) for row in data.results]
+        [
+            dataclasses.replace(
+                row,
+                url=paths.name(row.url),
+                locations=None
+                if row.locations is None
+                else [dataclasses.replace(w, source=paths.name(w.source)) for w in row.locations],
+            )
+            for row in data.results
+        ]
         if data.results is not None
         else None
     )

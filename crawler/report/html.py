@@ -134,9 +134,7 @@ def _row(edge: BrokenEdge) -> str:
     shown = edge.shown_source or ""  # with the line and column where the page writes it
     status = "" if edge.status is None else str(edge.status)
     why = reason(edge.status, edge.error)
-    searchable = " ".join(
-        (edge.url, unquote(edge.url), status, why, shown, unquote(shown))
-    ).lower()
+    searchable = " ".join((edge.url, unquote(edge.url), status, why, shown, unquote(shown))).lower()
     return (
         f'<tr class="link" data-url="{esc(edge.url)}" data-status="{status}" '
         f'data-source="{esc(source)}" data-text="{esc(searchable)}">'

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from crawler.models import CrawlRecord
 
@@ -93,6 +93,22 @@ def first_position(a: int | None, b: int | None) -> int | None:
     return a if b is None else min(a, b)
 
 
+LOCATED_CLASSES = ("broken", "blocked", "redirected")  # results listed with their sources
+
+
+def locations_of(triples: list[list[Any]] | None) -> list[Location] | None:
+    """``[source, line, column]`` triples (one per link) -> the first place per source, sorted."""
+    if triples is None:
+        return None
+    first: dict[str, tuple[int, int] | None] = {}
+    for source, line, column in triples:
+        where = None if line is None or column is None else (int(line), int(column))
+        known = first.get(source)
+        if source not in first or (where is not None and (known is None or where < known)):
+            first[source] = where
+    return [Location(source, *(first[source] or (None, None))) for source in sorted(first)]
+
+
 @dataclass(slots=True)
 class BrokenLink:
     """A broken URL and the pages that link to it.
@@ -162,6 +178,9 @@ class ResultRow:
     content_type: str | None
     elapsed_ms: int | None
     checked_at: float
+    # For a broken, blocked or redirected URL: the pages linking to it and where
+    # each first writes it (sorted by source); None for the other classes.
+    locations: list[Location] | None = None
 
     @property
     def cursor(self) -> Cursor:

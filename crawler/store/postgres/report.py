@@ -14,6 +14,7 @@ order, the same), so a database collation cannot reorder a report.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any
 
@@ -23,6 +24,7 @@ from crawler.report import ReportData
 from crawler.report.model import (
     COUNT_NAMES,
     FRAGMENT_KIND,
+    LOCATED_CLASSES,
     POSITION_SHIFT,
     BrokenEdge,
     BrokenLink,
@@ -31,6 +33,7 @@ from crawler.report.model import (
     ResultRow,
     Summary,
     first_position,
+    locations_of,
     unpack_position,
 )
 from crawler.store.postgres import crawls
@@ -101,8 +104,10 @@ _PAGES = f"""
 SELECT u.url FROM url u JOIN result r ON r.url_id = u.id WHERE u.crawl_id = $1 AND {_IS_PAGE}
 """
 
+# {located}: as SQLite's, a JSON array of [source, line, column] per link.
 _RESULTS = """
-SELECT r.url_id, u.url, rv.class, rv.status, rv.error, r.content_type, r.elapsed_ms, r.checked_at
+SELECT r.url_id, u.url, rv.class, rv.status, rv.error, r.content_type, r.elapsed_ms, r.checked_at,
+       {located}
 FROM result r
 JOIN url u       ON u.id = r.url_id
 JOIN resolved rv ON rv.url_id = r.url_id
@@ -253,6 +258,20 @@ async def results(conn: Any, crawl_id: int) -> list[ResultRow]:
             content_type=r[5],
             elapsed_ms=r[6],
             checked_at=float(r[7]),
+            locations=None if r[8] is None else locations_of(json.loads(r[8])),
         )
-        for r in await conn.fetch(_RESULTS, crawl_id)
+        for r in await conn.fetch(_RESULTS.format(located=await _located(conn)), crawl_id)
     ]
+
+
+async def _located(conn: Any) -> str:
+    """SQL for a result's located sources (NULL before migration 0015)."""
+    if await _position(conn) != _AT:
+        return "NULL::text"
+    classes = ", ".join(f"'{name}'" for name in LOCATED_CLASSES)
+    return (
+        f"CASE WHEN rv.class IN ({classes}) THEN ("
+        "SELECT json_agg(json_build_array(s.url, l.line, l.col))::text "
+        "FROM link_open l JOIN url s ON s.id = l.source_id "
+        "WHERE l.target_id = r.url_id AND l.element <> 'redirect') END"
+    )

@@ -19,6 +19,7 @@ calls broken every other format calls broken too.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from crawler.models import UrlKind
 from crawler.report.model import (
     COUNT_NAMES,
     FRAGMENT_KIND,
+    LOCATED_CLASSES,
     POSITION_SHIFT,
     BrokenEdge,
     BrokenLink,
@@ -36,6 +38,7 @@ from crawler.report.model import (
     ResultRow,
     Summary,
     first_position,
+    locations_of,
     unpack_position,
 )
 
@@ -154,8 +157,12 @@ SELECT url, status, error, source, element, {{at}} AS at, '{FRAGMENT_KIND}' AS k
 FROM broken_fragments WHERE crawl_id = ?1
 """
 
+# {located}: the sources of a broken, blocked or redirected URL with where each
+# writes it, as a JSON array of [source, line, column] (link_open holds every
+# link a report can show, keyed by target).
 _RESULTS = """
-SELECT r.url_id, u.url, rv.class, rv.status, rv.error, r.content_type, r.elapsed_ms, r.checked_at
+SELECT r.url_id, u.url, rv.class, rv.status, rv.error, r.content_type, r.elapsed_ms, r.checked_at,
+       {located}
 FROM result r
 JOIN url u       ON u.id = r.url_id
 JOIN resolved rv ON rv.url_id = r.url_id
@@ -222,13 +229,34 @@ def iter_results(
     A redirect reads as ``redirected`` until the end of its chain is checked.
     """
     start = after if after is not None else Cursor(float("-inf"), 0)
-    cursor = conn.execute(_RESULTS, (crawl_id, start.checked_at, start.url_id))
+    query = _RESULTS.format(located=_located(conn))
+    cursor = conn.execute(query, (crawl_id, start.checked_at, start.url_id))
     try:
         while rows := cursor.fetchmany(FETCH_ROWS):
             for row in rows:
-                yield ResultRow(*row)
+                located = None if row[8] is None else locations_of(json.loads(row[8]))
+                url_id, url, result_class, status, error, content_type, elapsed_ms, at = row[:8]
+                yield ResultRow(
+                    url_id, url, result_class, status, error, content_type, elapsed_ms, at, located
+                )
     finally:
         cursor.close()
+
+
+def _located(conn: sqlite3.Connection) -> str:
+    """SQL for a result's located sources (NULL on a database before migration 0015)."""
+    has = conn.execute("SELECT 1 FROM pragma_table_info('link_open') WHERE name = 'at'")
+    if has.fetchone() is None:
+        return "NULL"
+    classes = ", ".join(f"'{name}'" for name in LOCATED_CLASSES)
+    return (
+        f"CASE WHEN rv.class IN ({classes}) THEN ("
+        "SELECT json_group_array(json_array(s.url, "
+        "CASE WHEN l.at >= 0 THEN l.at >> 10 ELSE (-l.at) >> 32 END, "
+        "CASE WHEN l.at >= 0 THEN l.at & 1023 ELSE (-l.at) & 4294967295 END)) "
+        "FROM link_open l JOIN url s ON s.id = l.source_id "
+        "WHERE l.target_id = r.url_id AND l.element <> 'redirect') END"
+    )
 
 
 def head_overruled(conn: sqlite3.Connection, crawl_id: int) -> list[HeadOverruled]:
