@@ -100,27 +100,44 @@ _BEFORE = frozenset("\"'=(, \t\n\r\f")  # what may precede a link's value in the
 _AFTER = frozenset("\"'>), \t\n\r\f;")  # what may follow it
 
 
+# Bounds that keep a hostile page linear: full-text searches that find nothing
+# (a value written with character references, or nowhere), and candidates
+# rejected by the boundary check in one search (a value that is a common
+# substring). Past them a link simply has no position.
+MAX_MISSES = 64
+MAX_CANDIDATES = 256
+
+
 def locate(text: str, values: list[str]) -> list[int]:
     """The offset where each value (in document order) is written in ``text``; -1 if not found.
 
-    Searched forward from the previous value's end, then (a parser may move an
-    element, as HTML's foster parenting does) from the start; a value must
+    Searched forward from the previous value's start, then (a parser may move
+    an element, as HTML's foster parenting does) from the start; a value must
     stand alone (quotes, ``=``, ``(``, ``,`` or whitespace around it), so
-    ``/a`` is not found inside ``/docs/a``. Values written with character
-    references are found by the regex scan of ``raw_links``. Never raises.
+    ``/a`` is not found inside ``/docs/a``. After the first miss the page's
+    attribute values are scanned once (``raw_links``, character references
+    decoded), and values are looked up there first. Never raises; linear in
+    the text and the links.
     """
     found: list[int] = []
     cursor = 0
     scanned: dict[str, list[int]] | None = None
+    misses = 0
     for value in values:
-        at = _find(text, value, cursor)
-        if at < 0:
-            at = _find(text, value, 0)
-        if at < 0 and value:
-            if scanned is None:
+        at = -1
+        offsets = scanned.get(value) if scanned is not None else None
+        if offsets:
+            at = offsets[bisect.bisect_left(offsets, cursor) % len(offsets)]
+        elif value and misses < MAX_MISSES:
+            at = _find(text, value, cursor)
+            if at < 0:
+                misses += 1
+                at = _find(text, value, 0)
+            if at < 0 and scanned is None:
                 scanned = _scan(text)
-            offsets = scanned.get(value, ())
-            at = next((o for o in offsets if o >= cursor), offsets[0] if offsets else -1)
+                offsets = scanned.get(value)
+                if offsets:
+                    at = offsets[bisect.bisect_left(offsets, cursor) % len(offsets)]
         if at >= 0:
             cursor = at + 1
         found.append(at)
@@ -128,11 +145,11 @@ def locate(text: str, values: list[str]) -> list[int]:
 
 
 def _find(text: str, value: str, start: int) -> int:
-    if not value:
-        return -1
     size, end = len(value), len(text)
     at = text.find(value, start)
-    while at >= 0:
+    for _ in range(MAX_CANDIDATES):
+        if at < 0:
+            return -1
         after = at + size
         if (at == 0 or text[at - 1] in _BEFORE) and (after == end or text[after] in _AFTER):
             return at
