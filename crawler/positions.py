@@ -123,7 +123,16 @@ def locate(text: str, values: list[str]) -> list[int]:
     cursor = 0
     scanned: dict[str, list[int]] | None = None
     misses = 0
+    find, end = text.find, len(text)
     for value in values:
+        # The common case inline: the next occurrence, standing alone.
+        at = find(value, cursor) if value and scanned is None else -1
+        if at >= 0:
+            after = at + len(value)
+            if (at == 0 or text[at - 1] in _BEFORE) and (after == end or text[after] in _AFTER):
+                cursor = at + 1
+                found.append(at)
+                continue
         at = -1
         offsets = scanned.get(value) if scanned is not None else None
         if offsets:
@@ -178,13 +187,15 @@ def line_columns(text: str, offsets: list[int]) -> list[tuple[int, int]]:
         return [index.position(offset) for offset in offsets]
     found = []
     count, rfind = text.count, text.rfind
-    line, last = 1, 0
+    line, last, start = 1, 0, 0  # start: offset of the current line's first character
     for offset in offsets:
         if offset < last:
-            line, last = 1, 0
-        line += count("\n", last, offset)
+            line, last, start = 1, 0, 0
+        if newlines := count("\n", last, offset):
+            line += newlines
+            start = rfind("\n", last, offset) + 1
         last = offset
-        found.append((line, offset - rfind("\n", 0, offset)))
+        found.append((line, offset - start + 1))
     return found
 
 
