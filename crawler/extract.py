@@ -359,10 +359,18 @@ def extract_css_urls(css: str) -> list[str]:
     A small regex scan, not a CSS parser: escapes and comments are not
     interpreted. Empty references are skipped. Never raises.
     """
-    urls = []
+    return [url for url, _ in extract_css_refs(css)]
+
+
+def extract_css_refs(css: str) -> list[tuple[str, int]]:
+    """``extract_css_urls`` with the offset (in characters) where each reference starts."""
+    refs = []
     for match in _CSS_URL.finditer(css):
-        url = next((group for group in match.groups() if group is not None), "")
-        url = url.strip(_WHITESPACE)
+        group = next((g for g in range(1, 6) if match.group(g) is not None), None)
+        if group is None:
+            continue
+        raw = match.group(group)
+        url = raw.strip(_WHITESPACE)
         if url:
-            urls.append(url)
-    return urls
+            refs.append((url, match.start(group) + len(raw) - len(raw.lstrip(_WHITESPACE))))
+    return refs

@@ -76,6 +76,10 @@ class Discovered(NamedTuple):
     fragment: str = ""
     result: ResultClass | None = None  # set for SKIP rows: skipped or excluded
     reason: str | None = None  # why it was skipped or excluded
+    # Where the page writes it (first occurrence): 1-based line and column in
+    # characters; None for seeds, redirects and links whose text was not found.
+    line: int | None = None
+    column: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,18 @@
 """Where in its source document each link was written: line and column, from the raw text.
 
-The parser (selectolax/lexbor) does not expose source positions, and the crawl
-does not need them: only a report pointing at a file does. So positions are
-found afterwards, for the few documents that have broken links, by one regex
-pass over the raw text: every URL-bearing attribute (``href``, ``src``,
+The parser (selectolax/lexbor) does not expose source positions. At crawl
+time ``locate`` finds them cheaply: the extractor gives the links' values in
+document order, and each is looked for in the decoded text from where the
+previous one was found (a C-speed ``str.find`` with a boundary check), so a
+page costs one forward pass; only a value the text writes differently (a
+character reference, ``&amp;``) falls back to the regex scan below. Offsets
+become 1-based line and column only for the links kept, counting newlines
+between consecutive offsets (``line_columns``). Columns count Unicode code points
+(characters, as editors and SARIF's ``unicodeCodePoints`` do; a tab is one,
+a BOM is not in the text); a line ends at LF, CRLF or a lone CR.
+
+``link_positions`` is the older report-time path (a crawl stored before
+positions were): one regex pass over the raw text: every URL-bearing attribute (``href``, ``src``,
 ``srcset``, ``data``, ``poster``, ``content`` of a refresh…) and every CSS
 ``url()``/``@import`` yields its value and the offset where the value starts;
 a table of line starts turns offsets into 1-based line and column (columns in
@@ -85,6 +94,109 @@ def _css_links(text: str) -> Iterator[Found]:
         group = next((g for g in range(1, 6) if match.group(g)), None)
         if group is not None:
             yield Found(match.group(group), match.start(group))
+
+
+_BEFORE = frozenset("\"'=(, \t\n\r\f")  # what may precede a link's value in the source
+_AFTER = frozenset("\"'>), \t\n\r\f;")  # what may follow it
+
+
+# Bounds that keep a hostile page linear: full-text searches that find nothing
+# (a value written with character references, or nowhere), and candidates
+# rejected by the boundary check in one search (a value that is a common
+# substring). Past them a link simply has no position.
+MAX_MISSES = 64
+MAX_CANDIDATES = 256
+
+
+def locate(text: str, values: list[str]) -> list[int]:
+    """The offset where each value (in document order) is written in ``text``; -1 if not found.
+
+    Searched forward from the previous value's start, then (a parser may move
+    an element, as HTML's foster parenting does) from the start; a value must
+    stand alone (quotes, ``=``, ``(``, ``,`` or whitespace around it), so
+    ``/a`` is not found inside ``/docs/a``. After the first miss the page's
+    attribute values are scanned once (``raw_links``, character references
+    decoded), and values are looked up there first. Never raises; linear in
+    the text and the links.
+    """
+    found: list[int] = []
+    cursor = 0
+    scanned: dict[str, list[int]] | None = None
+    misses = 0
+    find, end = text.find, len(text)
+    for value in values:
+        # The common case inline: the next occurrence, standing alone.
+        at = find(value, cursor) if value and scanned is None else -1
+        if at >= 0:
+            after = at + len(value)
+            if (at == 0 or text[at - 1] in _BEFORE) and (after == end or text[after] in _AFTER):
+                cursor = at + 1
+                found.append(at)
+                continue
+        at = -1
+        offsets = scanned.get(value) if scanned is not None else None
+        if offsets:
+            at = offsets[bisect.bisect_left(offsets, cursor) % len(offsets)]
+        elif value and misses < MAX_MISSES:
+            at = _find(text, value, cursor)
+            if at < 0:
+                misses += 1
+                at = _find(text, value, 0)
+            if at < 0 and scanned is None:
+                scanned = _scan(text)
+                offsets = scanned.get(value)
+                if offsets:
+                    at = offsets[bisect.bisect_left(offsets, cursor) % len(offsets)]
+        if at >= 0:
+            cursor = at + 1
+        found.append(at)
+    return found
+
+
+def _find(text: str, value: str, start: int) -> int:
+    size, end = len(value), len(text)
+    at = text.find(value, start)
+    for _ in range(MAX_CANDIDATES):
+        if at < 0:
+            return -1
+        after = at + size
+        if (at == 0 or text[at - 1] in _BEFORE) and (after == end or text[after] in _AFTER):
+            return at
+        at = text.find(value, at + 1)
+    return -1
+
+
+def _scan(text: str) -> dict[str, list[int]]:
+    """Every attribute and CSS link value, unescaped and stripped -> its offsets, in order."""
+    scanned: dict[str, list[int]] = {}
+    for item in raw_links(text):
+        value = html.unescape(item.value)
+        lead = len(value) - len(value.lstrip())
+        scanned.setdefault(value.strip(), []).append(item.offset + lead)
+    return scanned
+
+
+def line_columns(text: str, offsets: list[int]) -> list[tuple[int, int]]:
+    """1-based (line, column) of each character offset; cheapest in increasing order.
+
+    Counts LF between consecutive offsets (C loops, no table of lines); a text
+    with a lone CR (no LF after it) goes through ``LineIndex`` instead.
+    """
+    if "\r" in text and text.count("\r") != text.count("\r\n"):  # `in` is a memchr
+        index = LineIndex(text)
+        return [index.position(offset) for offset in offsets]
+    found = []
+    count, rfind = text.count, text.rfind
+    line, last, start = 1, 0, 0  # start: offset of the current line's first character
+    for offset in offsets:
+        if offset < last:
+            line, last, start = 1, 0, 0
+        if newlines := count("\n", last, offset):
+            line += newlines
+            start = rfind("\n", last, offset) + 1
+        last = offset
+        found.append((line, offset - start + 1))
+    return found
 
 
 class LineIndex:

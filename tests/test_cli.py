@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import os
 import pty
+import re
 import shutil
 import subprocess
 import sys
@@ -224,8 +225,11 @@ def test_broken_link_exits_2_listing_exactly_its_sources(
     assert text.returncode == 2, text.stderr
     blocks = text.stdout.split("\n\n")
     assert "1 broken" in blocks[0]
-    sources = {block.splitlines()[0] for block in blocks[1:] if site.url("/gone") in block}
+    # Each source is named where it writes the link: page:line:column.
+    shown = [block.splitlines()[0] for block in blocks[1:] if site.url("/gone") in block]
+    sources = {where.rsplit(":", 2)[0] for where in shown}
     assert sources == {site.url("/"), site.url("/one")}
+    assert all(re.fullmatch(r".+:\d+:\d+", where) for where in shown), shown
 
 
 def test_output_file_gets_the_report_and_stdout_stays_empty(

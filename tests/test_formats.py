@@ -206,6 +206,14 @@ def test_load_reads_only_what_the_format_needs(reader: sqlite3.Connection) -> No
 # ---------------------------------------------------------------------------
 
 
+def page_of(shown: str) -> str:
+    """The page of ``page:line:column`` (how people-facing formats name a source)."""
+    page, line, column = shown.rsplit(":", 2)
+    assert line.isdigit(), shown
+    assert column.isdigit(), shown
+    return page
+
+
 def pairs_from_text(text: str) -> set[Pair]:
     pairs: set[Pair] = set()
     source: str | None = None
@@ -213,7 +221,7 @@ def pairs_from_text(text: str) -> set[Pair]:
         if line.startswith("  ✗ "):
             pairs.add((line[4:].split("  [", 1)[0], source))
         elif line:
-            source = None if line == SEED_SOURCE else line
+            source = None if line == SEED_SOURCE else page_of(line)
     return pairs
 
 
@@ -249,7 +257,7 @@ def pairs_from_markdown(text: str) -> set[Pair]:
     pairs: set[Pair] = set()
     for source, rows in markdown_sections(text).items():
         for cells in rows:
-            pairs.add((cells[0], None if source == SEED_SOURCE else source))
+            pairs.add((cells[0], None if source == SEED_SOURCE else page_of(source)))
     return pairs
 
 
@@ -322,7 +330,16 @@ def test_the_json_schema_catches_a_changed_shape(
 # ---------------------------------------------------------------------------
 
 
-JSONL_KEYS = ["url", "class", "status", "error", "content_type", "elapsed_ms", "checked_at"]
+JSONL_KEYS = [
+    "url",
+    "class",
+    "status",
+    "error",
+    "content_type",
+    "elapsed_ms",
+    "checked_at",
+    "locations",
+]
 
 
 def test_jsonl_has_one_line_per_checked_url(crawled: Crawled, reader: sqlite3.Connection) -> None:
@@ -415,7 +432,7 @@ def test_markdown_is_a_summary_and_a_table_per_source_page(crawled: Crawled) -> 
     sections = markdown_sections(text)
     assert list(sections) == sorted(sections)
     for source, rows in sections.items():
-        edges = {e.url: e for e in crawled.data.edges if e.source == source}
+        edges = {e.url: e for e in crawled.data.edges if e.shown_source == source}
         assert [cells[0] for cells in rows] == sorted(edges)
         for link, status, error in rows:
             edge = edges[link]
@@ -451,7 +468,7 @@ def test_csv_round_trips_one_row_per_broken_link_and_source(crawled: Crawled) ->
     assert text.endswith("\r\n")
     assert "\n" not in text.replace("\r\n", "")
     rows = list(csv.reader(io.StringIO(text, newline=""), strict=True))
-    assert rows[0] == ["url", "status", "error", "source", "element"]
+    assert rows[0] == ["url", "status", "error", "source", "element", "line", "column"]
     expected = [
         [
             e.url,
@@ -459,6 +476,8 @@ def test_csv_round_trips_one_row_per_broken_link_and_source(crawled: Crawled) ->
             e.error or "",
             e.source or "",
             " ".join(e.elements),
+            "" if e.line is None else str(e.line),
+            "" if e.column is None else str(e.column),
         ]
         for e in crawled.data.edges
     ]
@@ -686,7 +705,7 @@ def test_html_is_self_contained_and_escapes_everything(crawled: Crawled) -> None
         row = rows[(edge.url, edge.source)]
         assert row.cells[0] == edge.url
         assert row.cells[2] == reason(edge.status, edge.error)
-        assert row.cells[3] == (edge.source or SEED_SOURCE)
+        assert row.cells[3] == (edge.shown_source or SEED_SOURCE)
         assert not row.hidden
     assert "<script>|" not in text  # the raw Location in an error text is escaped
     assert "&lt;script&gt;|`x`,ü" in text
@@ -810,7 +829,7 @@ def test_hostile_text_cannot_break_any_format(
     assert json.loads(line)["error"] == HOSTILE_ERROR
 
     rows = list(csv.reader(io.StringIO(report.render(data, "csv"), newline=""), strict=True))
-    assert rows[2] == [HOSTILE_URL, "404", HOSTILE_ERROR, HOSTILE_SOURCE, "a"]
+    assert rows[2] == [HOSTILE_URL, "404", HOSTILE_ERROR, HOSTILE_SOURCE, "a", "", ""]
 
     junit = report.render(data, "junit")
     junit_schema.validate(junit)
@@ -842,7 +861,7 @@ def test_a_crawl_without_broken_links_says_so() -> None:
     )
     assert "No broken links found." in report.render(clean, "markdown")
     assert "No broken links." in report.render(clean, "html")
-    assert report.render(clean, "csv") == "url,status,error,source,element\r\n"
+    assert report.render(clean, "csv") == "url,status,error,source,element,line,column\r\n"
     assert report.render(clean, "jsonl") == ""
     assert json.loads(report.render(clean, "sarif"))["runs"][0]["results"] == []
     junit = xmlschema.XMLResource(report.render(clean, "junit")).root

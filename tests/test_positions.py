@@ -77,3 +77,40 @@ def test_any_text_gives_positions_without_raising(text: str) -> None:
     for position in link_positions(text, PAGE).values():
         assert position.line >= 1
         assert position.column >= 1
+
+
+def test_locate_finds_each_value_where_it_stands_alone() -> None:
+    from crawler.positions import line_columns, locate
+
+    text = '<a href="/docs/a">1</a>\r\n<a href="/a">2</a>\n<a href="/q?x=1&amp;y=2">3</a>'
+    values = ["/docs/a", "/a", "/q?x=1&y=2", "/nowhere"]
+    offsets = locate(text, values)
+    assert offsets[:3] == [text.index("/docs/a"), text.index('"/a"') + 1, text.index("/q?")]
+    assert offsets[3] == -1
+    assert line_columns(text, offsets[:3]) == [(1, 10), (2, 10), (3, 10)]
+
+
+def test_locate_with_a_lone_cr_and_a_reordered_element() -> None:
+    from crawler.positions import line_columns, locate
+
+    # The parser moves the <a> out of the table, before it: found from the start.
+    text = "<p>x</p>\r<table><tr><td>y</td></tr><a href='/late'>z</a></table>\r<a href='/b'>"
+    offsets = locate(text, ["/b", "/late"])
+    assert line_columns(text, offsets) == [(3, 10), (2, 36)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from(list("<a href=src\"'(url)&amp;#/ \n\r\tx,é")), max_size=120)
+)
+def test_locate_never_raises_and_points_into_the_text(text: str) -> None:
+    from crawler.extract import extract_links
+    from crawler.positions import line_columns, locate
+
+    values = [raw.url for raw in extract_links(text).links]
+    offsets = locate(text, values)
+    assert len(offsets) == len(values)
+    assert all(-1 <= at < len(text) for at in offsets)
+    for line, column in line_columns(text, [at for at in offsets if at >= 0]):
+        assert line >= 1
+        assert column >= 1

@@ -5,8 +5,9 @@ pages under the site's home URL; a person reading a report, and GitHub code
 scanning reading SARIF, want the file in the repository and the line. Before a
 report is rendered, each local URL becomes its file's path relative to the
 working directory, and each broken link's source gets the line and column
-where the link is written (``crawler.positions``), read from the few files
-that have broken links: ``public/index.html:12:5``.
+where the link is written, as the crawl stored it (``public/index.html:12:5``).
+A crawl stored before positions were (migration 0015) has none: they are then
+found in the few files that have broken links (``crawler.positions``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from crawler import positions
 from crawler.config import CrawlSettings
 from crawler.net.localsite import LocalSite
 from crawler.report import ReportData
-from crawler.report.model import BrokenEdge, BrokenLink
+from crawler.report.model import BrokenEdge, BrokenLink, Location
 from crawler.scope import parse_remap
 
 
@@ -42,19 +43,31 @@ def with_files(data: ReportData, site: LocalSite, cwd: Path) -> ReportData:
     settings = CrawlSettings.model_validate(data.crawl.config)
     paths = _Paths(site, cwd, tuple(parse_remap(e) for e in settings.remap))
     edges = [paths.edge(edge) for edge in data.edges]
-    shown = {(old.url, old.source): new.source for old, new in zip(data.edges, edges, strict=True)}
-    broken = [
-        BrokenLink(
-            url=paths.name(link.url),
-            status=link.status,
-            error=link.error,
-            sources=[shown.get((link.url, s)) or paths.name(s) for s in link.sources],
-        )
-        for link in data.broken
-    ]
+    shown = {(old.url, old.source): new for old, new in zip(data.edges, edges, strict=True)}
+    broken = []
+    for link in data.broken:
+        sources, where = [], []
+        for source in link.sources:
+            edge = shown.get((link.url, source))
+            if edge is None or edge.source is None:
+                sources.append(paths.name(source))
+                where.append(Location(paths.name(source)))
+            else:
+                sources.append(edge.source)
+                where.append(Location(edge.file or edge.source, edge.line, edge.column))
+        broken.append(BrokenLink(paths.name(link.url), link.status, link.error, sources, where))
     pages = [paths.name(page) for page in data.pages] if data.pages is not None else None
     results = (
-        [dataclasses.replace(row, url=paths.name(row.url)) for row in data.results]
+        [
+            dataclasses.replace(
+                row,
+                url=paths.name(row.url),
+                locations=None
+                if row.locations is None
+                else [dataclasses.replace(w, source=paths.name(w.source)) for w in row.locations],
+            )
+            for row in data.results
+        ]
         if data.results is not None
         else None
     )
@@ -94,7 +107,10 @@ class _Paths:
         if found is None:
             return dataclasses.replace(edge, url=url, source=self.name(edge.source))
         file = self._relative(found)
-        where = self._where(edge.source, found).get(edge.url)
+        if edge.line is not None and edge.column is not None:  # stored by the crawl
+            where: positions.Position | None = positions.Position(edge.line, edge.column)
+        else:
+            where = self._where(edge.source, found).get(edge.url)
         if where is None:
             return dataclasses.replace(edge, url=url, source=file, file=file)
         return dataclasses.replace(

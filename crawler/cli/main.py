@@ -119,9 +119,25 @@ def _crawl(args: argparse.Namespace, settings: CrawlSettings, run: RunOptions) -
 
 def _resume(args: argparse.Namespace, run: RunOptions) -> int:
     job, record = runner.open_existing(run.db, args.crawl_id, durability=run.durability)
-    if record.state == "finished":
+    if record.state != "finished":
+        return _run_and_report(run, job)
+    # A crawl recorded finished with an empty frontier (killed before its seeds were
+    # enqueued, then resumed by an older version) is crawled from its seeds now.
+    reseeded: list[bool] = []
+
+    def seeding() -> None:
+        reseeded.append(True)
+        print(
+            f"crawler: crawl {record.id} was marked finished before its seeds were crawled; "
+            "crawling from them now",
+            file=sys.stderr,
+        )
+
+    job.on_seeding = seeding
+    code = _run_and_report(run, job)
+    if not reseeded:
         print(f"crawler: crawl {record.id} has already finished", file=sys.stderr)
-    return _run_and_report(run, job)
+    return code
 
 
 def _work(args: argparse.Namespace, run: RunOptions) -> int:

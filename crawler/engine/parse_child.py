@@ -26,7 +26,7 @@ PROTOCOL = pickle.HIGHEST_PROTOCOL
 
 # What crosses the pipe: plain tuples, cheaper to pickle than the records.
 Request = tuple[int, LeasedUrl, str | None, str | None, bytes]  # id, row, type, robots, body
-ChildTuple = tuple[str, str | None, int, str, str, str | None, str | None]
+ChildTuple = tuple[str, str | None, int, str, str, str | None, str | None, int | None, int | None]
 Reply = tuple[int, list[ChildTuple] | None, frozenset[str] | None, str | None]
 
 
@@ -39,7 +39,7 @@ def encode(message: Any) -> bytes:
 def as_tuple(found: Discovered) -> ChildTuple:
     result = None if found.result is None else str(found.result)
     return (found.url, found.host, int(found.kind), found.element, found.fragment, result,
-            found.reason)  # fmt: skip
+            found.reason, found.line, found.column)  # fmt: skip
 
 
 def _read_frame(stream: IO[bytes]) -> bytes | None:

@@ -165,8 +165,8 @@ _KINDS = tuple(sorted(UrlKind))  # by value: an index is cheaper than an Enum ca
 
 
 def _discovered(item: parse_child.ChildTuple) -> Discovered:
-    url, host, kind, element, fragment, result, reason = item
+    url, host, kind, element, fragment, result, reason, line, column = item
     return Discovered(
         url, host, _KINDS[kind], element, fragment,
-        None if result is None else ResultClass(result), reason,
+        None if result is None else ResultClass(result), reason, line, column,
     )  # fmt: skip

@@ -41,6 +41,7 @@ class CrawlJob:
     local_root: Path | None = None
     engine: Engine | None = None
     on_seeded: Callable[[], None] | None = None  # called once the frontier holds the seeds
+    on_seeding: Callable[[], None] | None = None  # called before a run enqueues them again
     records_elapsed: bool = True  # False for extra workers: the main process counts time
     browser: str | None = None  # the Chromium to render with, when pages are rendered
     _stopped: bool = False
@@ -64,6 +65,8 @@ class CrawlJob:
                 # One Robots per crawl: it finds the sitemaps and the engine obeys it.
                 robots = Robots(fetcher, self.frontier, self.settings.user_agent)
                 if not await self.frontier.is_seeded():
+                    if self.on_seeding is not None:
+                        self.on_seeding()
                     await self._seed(robots, fetcher)
                 if self.on_seeded is not None:
                     self.on_seeded()

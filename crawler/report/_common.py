@@ -20,11 +20,16 @@ def printable(text: str) -> str:
     return _CONTROL.sub("\ufffd", text)
 
 
-def by_source(edges: Iterable[BrokenEdge]) -> list[tuple[str | None, list[BrokenEdge]]]:
-    """Edges grouped by source page, sources sorted (seeds first), links sorted by URL."""
+def by_source(
+    edges: Iterable[BrokenEdge], *, shown: bool = False
+) -> list[tuple[str | None, list[BrokenEdge]]]:
+    """Edges grouped by source page, sources sorted (seeds first), links sorted by URL.
+
+    ``shown``: grouped by ``source:line:column`` (``BrokenEdge.shown_source``) instead.
+    """
     groups: dict[str | None, list[BrokenEdge]] = {}
     for edge in edges:
-        groups.setdefault(edge.source, []).append(edge)
+        groups.setdefault(edge.shown_source if shown else edge.source, []).append(edge)
     ordered = sorted(groups.items(), key=lambda item: (item[0] is not None, item[0] or ""))
     return [(source, sorted(links, key=lambda e: e.url)) for source, links in ordered]
 

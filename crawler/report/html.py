@@ -131,19 +131,18 @@ def _group(source: str | None, edges: list[BrokenEdge]) -> str:
 
 def _row(edge: BrokenEdge) -> str:
     source = edge.source or ""
+    shown = edge.shown_source or ""  # with the line and column where the page writes it
     status = "" if edge.status is None else str(edge.status)
     why = reason(edge.status, edge.error)
     note = f' <em class="rendered">({RENDERED_NOTE})</em>' if edge.rendered else ""
-    searchable = " ".join(
-        (edge.url, unquote(edge.url), status, why, source, unquote(source))
-    ).lower()
+    searchable = " ".join((edge.url, unquote(edge.url), status, why, shown, unquote(shown))).lower()
     return (
         f'<tr class="link" data-url="{esc(edge.url)}" data-status="{status}" '
         f'data-source="{esc(source)}" data-text="{esc(searchable)}">'
         f"<td>{_link(edge.url)}</td>"
         f'<td class="status">{status or "—"}</td>'
         f"<td>{esc(why)}{note}</td>"
-        f'<td class="url">{esc(source) if source else esc(SEED_SOURCE)}</td>'
+        f'<td class="url">{esc(shown) if shown else esc(SEED_SOURCE)}</td>'
         "</tr>\n"
     )
 

@@ -3,7 +3,9 @@
 Each line stands alone, so the output can be streamed while a crawl runs
 (``lines(results.iter_results(conn, crawl_id, after))``) and processed with
 ``jq -c`` or line by line. ``class``, ``status`` and ``error`` are after
-following redirects, as in every other format.
+following redirects, as in every other format. ``locations`` lists, for a
+broken, blocked or redirected URL, the pages linking to it with the line and
+column where each first writes it (null for the other classes).
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ def line(row: ResultRow) -> str:
         "content_type": row.content_type,
         "elapsed_ms": row.elapsed_ms,
         "checked_at": iso(row.checked_at, timespec="milliseconds"),
+        "locations": (
+            None
+            if row.locations is None
+            else [{"source": w.source, "line": w.line, "column": w.column} for w in row.locations]
+        ),
     }
     return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
 

@@ -3,7 +3,8 @@
 One ``<testsuite name="crawler">``: a passing ``<testcase>`` per crawled page
 (classname and name are the page URL), and per (source page, broken link) a
 ``<testcase>`` whose classname is the page and name the link, failing with
-the reason as ``message`` and the failure kind as ``type``. The shape follows
+the reason as ``message`` and the failure kind as ``type``; its text says
+where the page writes the link (``at page:line:column``). The shape follows
 the Jenkins xUnit plugin's ``junit-10.xsd``; tests validate against it.
 """
 
@@ -61,6 +62,8 @@ def _failing_case(suite: ET.Element, classname: str, edge: BrokenEdge) -> None:
         {"message": _safe(reason(edge.status, edge.error)), "type": _safe(edge.kind)},
     )
     linked = f"linked as <{'>, <'.join(edge.elements)}>" if edge.elements else "a seed"
+    if edge.line is not None and edge.file is None:  # a local file's classname names the line
+        linked += f" at {edge.shown_source}"
     failure.text = _safe(
         f"{edge.url}\nstatus: {edge.status if edge.status is not None else 'no response'}\n"
         f"error: {reason(edge.status, edge.error)}\n{linked}"

@@ -1,6 +1,7 @@
 """``markdown``: a report to paste into a pull-request comment (GitHub-flavoured).
 
-A summary table, then one table of broken links per source page. URLs are
+A summary table, then one table of broken links per source page (named
+``page:line:column`` where it writes the link, when that is known). URLs are
 code spans (no autolinking, no emphasis); error texts are escaped. In table
 cells a ``|`` is written ``\\|``, which GFM reads as a literal pipe even
 inside a code span. Output stops adding pages near ``DEFAULT_MAX_CHARS``,
@@ -47,7 +48,7 @@ def render(data: ReportData, max_chars: int = DEFAULT_MAX_CHARS) -> str:
     head = _head(data)
     body: list[str] = []
     size = len(head)
-    groups = by_source(data.edges)
+    groups = by_source(data.edges, shown=True)
     for shown, (source, edges) in enumerate(groups):
         section = _section(source, edges)
         if body and size + len(section) > max_chars:

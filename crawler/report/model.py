@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from crawler.models import RENDERED_PREFIX, CrawlRecord
 
@@ -61,14 +61,67 @@ class Summary:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a page writes a link: 1-based line and column (characters), None when unknown."""
+
+    source: str
+    line: int | None = None
+    column: int | None = None
+
+    @property
+    def shown(self) -> str:
+        """``source:line:column`` as editors and terminals read it, or the source alone."""
+        return self.source if self.line is None else f"{self.source}:{self.line}:{self.column}"
+
+
+# Line and column packed in one integer, so SQL can take the first of a pair's links.
+POSITION_SHIFT = 32
+
+
+def unpack_position(packed: int | None) -> tuple[int | None, int | None]:
+    """``(line, column)`` from ``line << POSITION_SHIFT | column``; (None, None) for None."""
+    if packed is None:
+        return None, None
+    return packed >> POSITION_SHIFT, packed & ((1 << POSITION_SHIFT) - 1)
+
+
+def first_position(a: int | None, b: int | None) -> int | None:
+    """The earlier of two packed positions; a known one before an unknown one."""
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
+
+
+LOCATED_CLASSES = ("broken", "blocked", "redirected")  # results listed with their sources
+
+
+def locations_of(triples: list[list[Any]] | None) -> list[Location] | None:
+    """``[source, line, column]`` triples (one per link) -> the first place per source, sorted."""
+    if triples is None:
+        return None
+    first: dict[str, tuple[int, int] | None] = {}
+    for source, line, column in triples:
+        where = None if line is None or column is None else (int(line), int(column))
+        known = first.get(source)
+        if source not in first or (where is not None and (known is None or where < known)):
+            first[source] = where
+    return [Location(source, *(first[source] or (None, None))) for source in sorted(first)]
+
+
 @dataclass(slots=True)
 class BrokenLink:
-    """A broken URL and the pages that link to it."""
+    """A broken URL and the pages that link to it.
+
+    ``locations`` has one entry per source, in the same order: the page (or
+    file) and where it first writes the link.
+    """
 
     url: str
     status: int | None
     error: str | None
     sources: list[str] = field(default_factory=list)
+    locations: list[Location] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +134,10 @@ class BrokenEdge:
     kind: str  # a ``FailureKind`` value, FRAGMENT_KIND or "unknown": why it is broken
     source: str | None  # None for a broken seed, which no page links to
     elements: tuple[str, ...]  # how the source links to it: a, img, script, ...
-    # Where the link is written, when the source is a local file (``crawler crawl DIR``):
-    # the path relative to the working directory, 1-based line and column.
+    # Where the source first writes the link: 1-based line and column (characters),
+    # None when unknown. ``file``: the source's path relative to the working
+    # directory when it is a local file (``crawler crawl DIR``); ``source`` then
+    # already reads ``file:line:column``.
     file: str | None = None
     line: int | None = None
     column: int | None = None
@@ -91,6 +146,13 @@ class BrokenEdge:
     def rendered(self) -> bool:
         """Found only in the page's rendered DOM (``--render``): a plain crawler misses it."""
         return bool(self.elements) and all(e.startswith(RENDERED_PREFIX) for e in self.elements)
+
+    @property
+    def shown_source(self) -> str | None:
+        """The source as people read it: ``source:line:column`` when the line is known."""
+        if self.source is None or self.line is None or self.file is not None:
+            return self.source
+        return f"{self.source}:{self.line}:{self.column}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +193,9 @@ class ResultRow:
     content_type: str | None
     elapsed_ms: int | None
     checked_at: float
+    # For a broken, blocked or redirected URL: the pages linking to it and where
+    # each first writes it (sorted by source); None for the other classes.
+    locations: list[Location] | None = None
 
     @property
     def cursor(self) -> Cursor:

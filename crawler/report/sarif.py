@@ -6,7 +6,8 @@ result per (source page, broken link), located at the source page (a broken
 seed at itself), with a message naming the broken URL and its status. When
 the source is a file of a local site, the location is that file, relative to
 the working directory, with the link's line and column as its ``region``, so
-code scanning annotates the line.
+code scanning annotates the line; a page fetched over HTTP is located by its
+URL, with the same ``region`` when the line is known.
 """
 
 from __future__ import annotations
@@ -103,10 +104,8 @@ def _result(edge: BrokenEdge, rule_index: int) -> dict[str, Any]:
 
 
 def _physical(edge: BrokenEdge) -> dict[str, Any]:
-    """A file with the link's line and column when known (a local site), else the page's URL."""
-    if edge.file is None:
-        return {"artifactLocation": {"uri": edge.source or edge.url}}
-    physical: dict[str, Any] = {"artifactLocation": {"uri": edge.file}}
+    """The file (a local site) or the page's URL, with the link's line and column when known."""
+    physical: dict[str, Any] = {"artifactLocation": {"uri": edge.file or edge.source or edge.url}}
     if edge.line is not None:
         region = {"startLine": edge.line}
         if edge.column is not None:

@@ -1,4 +1,7 @@
-"""``text``: a summary line, then the broken links grouped by the page linking to them."""
+"""``text``: a summary line, then the broken links grouped by the page linking to them.
+
+A page is named ``page:line:column`` where it writes the link, when that is known.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ def render(data: ReportData) -> str:
     ]
     by_source: defaultdict[str, list[BrokenLink]] = defaultdict(list)
     for link in data.broken:
-        for source in link.sources or [SEED_SOURCE]:
+        shown = [where.shown for where in link.locations] or link.sources or [SEED_SOURCE]
+        for source in shown:
             by_source[source].append(link)
     rendered = data.rendered_edges()
     for source in sorted(by_source):

@@ -237,11 +237,20 @@ class Ready(BaseModel):
     checks: dict[str, str] = Field(description="check name -> 'ok' or what is wrong")
 
 
+class ReportLocation(BaseModel):
+    source: str
+    line: int | None = Field(default=None, description="1-based; null when unknown")
+    column: int | None = Field(default=None, description="1-based, in characters")
+
+
 class ReportBrokenLink(BaseModel):
     url: str
     status: int | None = None
     error: str | None = None
     sources: list[str]
+    locations: list[ReportLocation] = Field(
+        default_factory=list, description="where each source first writes the link"
+    )
 
 
 class ReportDocument(BaseModel):

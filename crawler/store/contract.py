@@ -64,7 +64,9 @@ class FrontierStore(Protocol):
     Reports: ``crawler.store.open.load_report`` reads a crawl's
     ``ReportData`` (summary counts, broken links with their sources, broken
     edges with failure kinds, pages, results in the order they were checked)
-    in one snapshot; both backends return the same rows. Reading the summary
+    in one snapshot; both backends return the same rows. A (broken URL,
+    source) pair is placed at the earliest line and column of its links; the
+    views ``link`` and ``broken_links`` show every link's ``line`` and ``col``. Reading the summary
     at the end of a crawl does not grow with the crawl's size.
 
     Rendered pages (``--render``): a link found only in a page's rendered DOM
@@ -103,8 +105,10 @@ class FrontierStore(Protocol):
         children, links, anchors or result. An accepted one with a result
         marks the row done (or pending again if it was upgraded meanwhile),
         adds its children at depth + 1 and its redirect target at the same
-        depth and hop + 1, records its links (element, fragment) and anchors,
-        and stores the result, checked at ``now``. One with ``retry_at``
+        depth and hop + 1, records its links (element, fragment, and where
+        the page writes it: ``Discovered.line``/``column``, NULL when None; a
+        link already recorded for the same source, target and fragment keeps
+        its own) and anchors, and stores the result, checked at ``now``. One with ``retry_at``
         instead puts the row back to pending, due at ``retry_at`` (``now``
         if None). Either way the row's attempts grow by one. Children exist
         before their parent is done, so outstanding work never reads zero

@@ -16,7 +16,7 @@ from backends import Backend
 from contractkit import BROKEN, OK, T0, TTL, Plan, disc, drain, outcome, u
 
 from crawler.models import ResultClass, UrlKind
-from crawler.report.model import BrokenLink, ReportData
+from crawler.report.model import BrokenLink, Location, ReportData
 
 
 def broken(report: ReportData) -> list[tuple[str, int | None, str | None, list[str]]]:
@@ -44,7 +44,11 @@ async def test_broken_child_with_two_sources(db: Backend) -> None:
     )
     await drain(f, plan)
     report = await db.report(f.crawl_id)
-    assert report.broken == [BrokenLink(dead, 404, "HTTP 404", [u("p1"), u("p2")])]
+    assert report.broken == [
+        BrokenLink(
+            dead, 404, "HTTP 404", [u("p1"), u("p2")], [Location(u("p1")), Location(u("p2"))]
+        )
+    ]
     assert edges(report) == [
         (dead, u("p1"), "http_status", ("a",)),
         (dead, u("p2"), "http_status", ("img",)),
@@ -263,3 +267,86 @@ async def test_results_come_in_the_order_they_were_checked(db: Backend) -> None:
         (u("a"), "ok", T0 + 2),
     ]
     assert report.need_pages() == [u("a")]
+
+
+def placed(found: Any, line: int, column: int) -> Any:
+    return found._replace(line=line, column=column)
+
+
+async def test_links_keep_where_their_page_writes_them(db: Backend) -> None:
+    """Line and column are stored per link (first occurrence), in both link tables.
+
+    The report's edge and location for a (broken URL, source) pair is the
+    earliest of its links (one per fragment); a redirect and a link whose
+    text was not found have none; the ``link`` and ``broken_links`` views
+    show them too.
+    """
+    f = await db.store()
+    await f.enqueue([disc(u("home"))], T0)
+    dead = u("dead")
+    plan = Plan(
+        results={dead: BROKEN},
+        redirects={u("old"): u("new")},
+        children={
+            u("home"): [
+                placed(disc(u("p2")), 2, 5),
+                placed(disc(dead, UrlKind.CHECK, fragment="b"), 9, 3),
+                placed(disc(dead, UrlKind.CHECK), 12, 40),
+                disc(u("nowhere"), UrlKind.CHECK),  # written where it was not found
+                placed(disc(u("old"), UrlKind.CHECK), 3, 1),
+                placed(disc(u("wide"), UrlKind.CHECK), 1, 1_000_000),  # minified HTML
+                placed(disc(u("long"), UrlKind.CHECK), 2_000_000, 1023),
+            ],
+            # p2 links back to home, a page crawled OK: the link is settled.
+            u("p2"): [placed(disc(u("home")), 7, 11), placed(disc(dead, UrlKind.CHECK), 1, 200)],
+        },
+    )
+    await drain(f, plan)
+    report = await db.report(f.crawl_id)
+    assert [(e.url, e.source, e.line, e.column) for e in report.edges] == [
+        (dead, u("home"), 9, 3),
+        (dead, u("p2"), 1, 200),
+    ]
+    assert report.broken[0].locations == [Location(u("home"), 9, 3), Location(u("p2"), 1, 200)]
+    links = {
+        (s, t, fr, line, col)
+        for s, t, fr, line, col in await db.fetch(
+            "SELECT s.url, t.url, l.fragment, l.line, l.col FROM link l "
+            "JOIN url s ON s.id = l.source_id JOIN url t ON t.id = l.target_id"
+        )
+    }
+    assert links == {
+        (u("home"), u("p2"), "", 2, 5),
+        (u("home"), dead, "b", 9, 3),
+        (u("home"), dead, "", 12, 40),
+        (u("home"), u("nowhere"), "", None, None),
+        (u("home"), u("old"), "", 3, 1),
+        (u("home"), u("wide"), "", 1, 1_000_000),
+        (u("home"), u("long"), "", 2_000_000, 1023),
+        (u("old"), u("new"), "", None, None),  # a redirect is written nowhere
+        (u("p2"), u("home"), "", 7, 11),
+        (u("p2"), dead, "", 1, 200),
+    }
+    assert (u("p2"), u("home"), "") in (await db.link_tables())["settled"]
+    rows = await db.view("broken_links", f.crawl_id)
+    assert {(r["source"], r["fragment"], r["line"], r["col"]) for r in rows} == {
+        (u("home"), "b", 9, 3),
+        (u("home"), "", 12, 40),
+        (u("p2"), "", 1, 200),
+    }
+
+
+async def test_a_link_keeps_its_position_when_its_target_is_upgraded(db: Backend) -> None:
+    """A link keeps its position when its target is later upgraded to a page and crawled."""
+    f = await db.store()
+    await f.enqueue([disc(u("a"))], T0)
+    [leased] = await f.lease("w1", 10, TTL, T0)
+    first = outcome(leased, children=[placed(disc(u("x"), UrlKind.CHECK), 4, 2)])
+    assert await f.complete("w1", [first], T0) == [True]
+    await f.enqueue([disc(u("x"))], T0)  # upgraded to a page: fetched again
+    await drain(f, Plan(children={u("x"): [placed(disc(u("a")), 1, 1)]}))
+    got = await db.fetch(
+        "SELECT l.line, l.col FROM link l JOIN url t ON t.id = l.target_id WHERE t.url = ?",
+        u("x"),
+    )
+    assert got == [(4, 2)]

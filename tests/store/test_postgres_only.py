@@ -349,8 +349,8 @@ async def test_reading_the_summary_and_broken_links_scans_no_table(pg: PG) -> No
         "SELECT name, sum(n) FROM crawl_count WHERE crawl_id = $1 GROUP BY name",
         pg_report._OUTSTANDING,
         pg_report._REDIRECT_BROKEN,
-        pg_report._BROKEN,
-        pg_report._EDGES,
+        pg_report._BROKEN.format(at=pg_report._AT),  # with the links' positions
+        pg_report._EDGES.format(at=pg_report._AT),
     ]
     # At this size scans, hashes and merges of whole tables are the cheaper
     # plans; what must hold is that none is needed: with them priced out (as a

@@ -87,8 +87,9 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
         found.extend(Found(child, o.leased.depth + 1, 0) for child in o.children)
     results: list[ResultRow] = []
     ids, settled, _ = await recorder.record(conn, found, now, results)
-    edges: dict[tuple[int, int, str], str] = {}
-    settled_edges: dict[tuple[int, int], str] = {}
+    # Key -> (element, line, column): the first occurrence in the batch is kept.
+    edges: dict[tuple[int, int, str], tuple[str, int | None, int | None]] = {}
+    settled_edges: dict[tuple[int, int], tuple[str, int | None, int | None]] = {}
     anchors: set[tuple[int, str]] = set()
     issues: list[tuple[int, int, str, str, str | None]] = []
     position = 0
@@ -99,16 +100,20 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
             redirect_id = ids[position]
             position += 1
             if redirect_id is not None:
-                edges.setdefault((redirect_id, source, ""), "redirect")
+                edges.setdefault((redirect_id, source, ""), ("redirect", None, None))
         for child in o.children:
             target, is_settled = ids[position], settled[position]
             position += 1
             if target is None:
                 continue
             if is_settled and not child.fragment:
-                settled_edges.setdefault((source, target), child.element)
+                settled_edges.setdefault(
+                    (source, target), (child.element, child.line, child.column)
+                )
             else:
-                edges.setdefault((target, source, child.fragment), child.element)
+                edges.setdefault(
+                    (target, source, child.fragment), (child.element, child.line, child.column)
+                )
         if o.anchors is not None:
             anchors.add((source, ""))
             anchors.update((source, name) for name in o.anchors)
@@ -133,23 +138,27 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
     if edges:
         keys = sorted(edges)
         await conn.execute(
-            "INSERT INTO link_open (target_id, source_id, fragment, element) "
-            "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) "
-            "ON CONFLICT DO NOTHING",
+            "INSERT INTO link_open (target_id, source_id, fragment, element, line, col) "
+            "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], "
+            "$5::integer[], $6::integer[]) ON CONFLICT DO NOTHING",
             [k[0] for k in keys],
             [k[1] for k in keys],
             [k[2] for k in keys],
-            [edges[k] for k in keys],
+            [edges[k][0] for k in keys],
+            [edges[k][1] for k in keys],
+            [edges[k][2] for k in keys],
         )
     if settled_edges:
         pairs = sorted(settled_edges)
         await conn.execute(
-            "INSERT INTO link_settled (source_id, target_id, element) "
-            "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[]) "
-            "ON CONFLICT DO NOTHING",
+            "INSERT INTO link_settled (source_id, target_id, element, line, col) "
+            "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::integer[], "
+            "$5::integer[]) ON CONFLICT DO NOTHING",
             [p[0] for p in pairs],
             [p[1] for p in pairs],
-            [settled_edges[p] for p in pairs],
+            [settled_edges[p][0] for p in pairs],
+            [settled_edges[p][1] for p in pairs],
+            [settled_edges[p][2] for p in pairs],
         )
     if anchors:
         names = sorted(anchors)

@@ -14,6 +14,7 @@ order, the same), so a database collation cannot reorder a report.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any
 
@@ -23,12 +24,18 @@ from crawler.report import ReportData
 from crawler.report.model import (
     COUNT_NAMES,
     FRAGMENT_KIND,
+    LOCATED_CLASSES,
+    POSITION_SHIFT,
     BrokenEdge,
     BrokenLink,
     HeadOverruled,
+    Location,
     RenderIssueRow,
     ResultRow,
     Summary,
+    first_position,
+    locations_of,
+    unpack_position,
 )
 from crawler.store.postgres import crawls
 
@@ -65,14 +72,16 @@ WHERE (SELECT crawl_id FROM url WHERE id = rc.url_id) = $1
 """
 
 # Broken links, then (only when some crawl recorded anchors) missing fragments.
-_BROKEN = "SELECT url, status, error, source FROM broken_links WHERE crawl_id = $1"
+# {at}: a link's line and column packed in one bigint (NULL before migration 0015).
+_AT = f"(line::bigint << {POSITION_SHIFT}) + col"
+_BROKEN = "SELECT url, status, error, source, {at} FROM broken_links WHERE crawl_id = $1"
 _BROKEN_FRAGMENTS = """
 UNION ALL
-SELECT url, status, error, source FROM broken_fragments WHERE crawl_id = $1
+SELECT url, status, error, source, {at} FROM broken_fragments WHERE crawl_id = $1
 """
 
 _EDGES = """
-SELECT bl.url, bl.status, bl.error, bl.source, bl.element,
+SELECT bl.url, bl.status, bl.error, bl.source, bl.element, {at},
        CASE
            WHEN rc.url_id IS NULL THEN r.error_kind
            WHEN rc.is_loop THEN 'redirect_loop'
@@ -88,7 +97,7 @@ WHERE bl.crawl_id = $1
 """
 _FRAGMENT_EDGES = f"""
 UNION ALL
-SELECT url, status, error, source, element, '{FRAGMENT_KIND}' AS kind
+SELECT url, status, error, source, element, {{at}}, '{FRAGMENT_KIND}' AS kind
 FROM broken_fragments WHERE crawl_id = $1
 """
 
@@ -96,8 +105,10 @@ _PAGES = f"""
 SELECT u.url FROM url u JOIN result r ON r.url_id = u.id WHERE u.crawl_id = $1 AND {_IS_PAGE}
 """
 
+# {located}: as SQLite's, a JSON array of [source, line, column] per link.
 _RESULTS = """
-SELECT r.url_id, u.url, rv.class, rv.status, rv.error, r.content_type, r.elapsed_ms, r.checked_at
+SELECT r.url_id, u.url, rv.class, rv.status, rv.error, r.content_type, r.elapsed_ms, r.checked_at,
+       {located}
 FROM result r
 JOIN url u       ON u.id = r.url_id
 JOIN resolved rv ON rv.url_id = r.url_id
@@ -185,16 +196,30 @@ async def _has_anchors(conn: Any) -> bool:
 async def broken_links(conn: Any, crawl_id: int) -> list[BrokenLink]:
     """Broken links with their source pages, sorted by URL; sources sorted too."""
     found: dict[str, BrokenLink] = {}
-    sources: defaultdict[str, set[str]] = defaultdict(set)
+    sources: defaultdict[str, dict[str, int | None]] = defaultdict(dict)
     query = _BROKEN + (_BROKEN_FRAGMENTS if await _has_anchors(conn) else "")
-    for url, status, error, source in await conn.fetch(query, crawl_id):
+    at = await _position(conn)
+    for url, status, error, source, packed in await conn.fetch(query.format(at=at), crawl_id):
         if url not in found:
             found[url] = BrokenLink(url=url, status=status, error=error)
         if source is not None:
-            sources[url].add(source)
+            known = sources[url]
+            known[source] = first_position(known.get(source), packed)
     for url, link in found.items():
         link.sources = sorted(sources[url])
+        link.locations = [
+            Location(source, *unpack_position(sources[url][source])) for source in link.sources
+        ]
     return [found[url] for url in sorted(found)]
+
+
+async def _position(conn: Any) -> str:
+    """SQL for a link's packed position; NULL on a database before migration 0015."""
+    has = await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = "
+        "'broken_links' AND column_name = 'line' AND table_schema = current_schema())"
+    )
+    return _AT if has else "NULL::bigint"
 
 
 async def broken_edges(conn: Any, crawl_id: int) -> list[BrokenEdge]:
@@ -202,12 +227,17 @@ async def broken_edges(conn: Any, crawl_id: int) -> list[BrokenEdge]:
     groups: dict[tuple[str, str | None], list[Any]] = {}
     elements: defaultdict[tuple[str, str | None], set[str]] = defaultdict(set)
     query = _EDGES + (_FRAGMENT_EDGES if await _has_anchors(conn) else "")
-    for url, status, error, source, element, kind in await conn.fetch(query, crawl_id):
+    at = await _position(conn)
+    for url, status, error, source, element, packed, kind in await conn.fetch(
+        query.format(at=at), crawl_id
+    ):
         key = (url, source)
         if key not in groups:
-            groups[key] = [status, error, kind]
-        elif groups[key][2] is None:
-            groups[key][2] = kind
+            groups[key] = [status, error, kind, packed]
+        else:
+            if groups[key][2] is None:
+                groups[key][2] = kind
+            groups[key][3] = first_position(groups[key][3], packed)
         if element:
             elements[key].add(element)
     ordered = sorted(groups, key=lambda k: (k[0], k[1] is not None, k[1] or ""))
@@ -219,6 +249,8 @@ async def broken_edges(conn: Any, crawl_id: int) -> list[BrokenEdge]:
             kind=groups[(url, source)][2] or "unknown",
             source=source,
             elements=tuple(sorted(elements[(url, source)])),
+            line=unpack_position(groups[(url, source)][3])[0],
+            column=unpack_position(groups[(url, source)][3])[1],
         )
         for url, source in ordered
     ]
@@ -241,6 +273,20 @@ async def results(conn: Any, crawl_id: int) -> list[ResultRow]:
             content_type=r[5],
             elapsed_ms=r[6],
             checked_at=float(r[7]),
+            locations=None if r[8] is None else locations_of(json.loads(r[8])),
         )
-        for r in await conn.fetch(_RESULTS, crawl_id)
+        for r in await conn.fetch(_RESULTS.format(located=await _located(conn)), crawl_id)
     ]
+
+
+async def _located(conn: Any) -> str:
+    """SQL for a result's located sources (NULL before migration 0015)."""
+    if await _position(conn) != _AT:
+        return "NULL::text"
+    classes = ", ".join(f"'{name}'" for name in LOCATED_CLASSES)
+    return (
+        f"CASE WHEN rv.class IN ({classes}) THEN ("
+        "SELECT json_agg(json_build_array(s.url, l.line, l.col))::text "
+        "FROM link_open l JOIN url s ON s.id = l.source_id "
+        "WHERE l.target_id = r.url_id AND l.element <> 'redirect') END"
+    )

@@ -327,8 +327,8 @@ class Frontier:
             return False
         if settles and (known := self._seen.get(leased.url)) is not None:
             self._seen[leased.url] = (known[0], known[1], 1)
-        edges: list[tuple[int, int, str, str]] = []
-        settled_edges: list[tuple[int, int, str]] = []
+        edges: list[tuple[int, int, str, str, int | None]] = []
+        settled_edges: list[tuple[int, int, str, int | None]] = []
         redirect_id = None
         if outcome.redirect_to is not None:
             redirect = self._upsert(
@@ -336,15 +336,15 @@ class Frontier:
             )
             if redirect is not None:
                 redirect_id = redirect[0]
-                edges.append((redirect_id, leased.id, "", "redirect"))
+                edges.append((redirect_id, leased.id, "", "redirect", None))
         for child in outcome.children:
             target = self._upsert(child, depth=leased.depth + 1, hop=0, now=now)
             if target is None:
                 continue
             if target[2] and not child.fragment:
-                settled_edges.append((leased.id, target[0], child.element))
+                settled_edges.append((leased.id, target[0], child.element, _packed(child)))
             else:
-                edges.append((target[0], leased.id, child.fragment, child.element))
+                edges.append((target[0], leased.id, child.fragment, child.element, _packed(child)))
         if outcome.anchors is not None:
             self._conn.executemany(
                 "INSERT OR IGNORE INTO anchor (url_id, name) VALUES (?, ?)",
@@ -359,14 +359,14 @@ class Frontier:
             )
         if edges:
             self._conn.executemany(
-                "INSERT OR IGNORE INTO link_open (target_id, source_id, fragment, element) "
-                "VALUES (?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO link_open (target_id, source_id, fragment, element, at) "
+                "VALUES (?, ?, ?, ?, ?)",
                 edges,
             )
         if settled_edges:
             self._conn.executemany(
-                "INSERT OR IGNORE INTO link_settled (source_id, target_id, element) "
-                "VALUES (?, ?, ?)",
+                "INSERT OR IGNORE INTO link_settled (source_id, target_id, element, at) "
+                "VALUES (?, ?, ?, ?)",
                 settled_edges,
             )
         result = outcome.result
@@ -559,3 +559,11 @@ class Frontier:
             (self.crawl_id,),
         ).fetchall()
         return liveness.dead_workers(rows, now, stale_after_s)
+
+
+def _packed(child: Discovered) -> int | None:
+    """A link's line and column as migration 0015 stores them: one small integer."""
+    line, column = child.line, child.column
+    if line is None or column is None:
+        return None
+    return line << 10 | column if column < 1024 else -(line << 32 | column)

@@ -19,6 +19,7 @@ calls broken every other format calls broken too.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterator
@@ -27,13 +28,19 @@ from crawler.models import UrlKind
 from crawler.report.model import (
     COUNT_NAMES,
     FRAGMENT_KIND,
+    LOCATED_CLASSES,
+    POSITION_SHIFT,
     BrokenEdge,
     BrokenLink,
     Cursor,
     HeadOverruled,
+    Location,
     RenderIssueRow,
     ResultRow,
     Summary,
+    first_position,
+    locations_of,
+    unpack_position,
 )
 
 # What counts as a crawled page (as in ``summary``): fetched for its links, answered OK.
@@ -92,22 +99,39 @@ def _counts_by_scan(conn: sqlite3.Connection, crawl_id: int) -> dict[str, int]:
 
 
 def broken_links(conn: sqlite3.Connection, crawl_id: int) -> list[BrokenLink]:
-    """Broken links with their source pages, sorted by URL; sources sorted too."""
+    """Broken links with their source pages, sorted by URL; sources sorted too.
+
+    Each source comes with where it first writes the link (``locations``).
+    """
     found: dict[str, BrokenLink] = {}
-    sources: defaultdict[str, set[str]] = defaultdict(set)
-    query = "SELECT url, status, error, source FROM broken_links WHERE crawl_id = ?1"
+    sources: defaultdict[str, dict[str, int | None]] = defaultdict(dict)
+    at = _position(conn)
+    query = f"SELECT url, status, error, source, {at} FROM broken_links WHERE crawl_id = ?1"
     if _has_fragment_view(conn):
         query += (
-            " UNION ALL SELECT url, status, error, source FROM broken_fragments WHERE crawl_id = ?1"
+            f" UNION ALL SELECT url, status, error, source, {at} "
+            "FROM broken_fragments WHERE crawl_id = ?1"
         )
-    for url, status, error, source in conn.execute(query, (crawl_id,)):
+    for url, status, error, source, packed in conn.execute(query, (crawl_id,)):
         if url not in found:
             found[url] = BrokenLink(url=url, status=status, error=error)
         if source is not None:
-            sources[url].add(source)
+            known = sources[url]
+            known[source] = first_position(known.get(source), packed)
     for url, link in found.items():
         link.sources = sorted(sources[url])
+        link.locations = [
+            Location(source, *unpack_position(sources[url][source])) for source in link.sources
+        ]
     return [found[url] for url in sorted(found)]
+
+
+def _position(conn: sqlite3.Connection) -> str:
+    """SQL for a link's packed line and column (NULL on a database before migration 0015)."""
+    row = conn.execute(
+        "SELECT 1 FROM pragma_table_info('broken_links') WHERE name = 'line'"
+    ).fetchone()
+    return f"(line << {POSITION_SHIFT}) + col" if row is not None else "NULL"
 
 
 # the kind of the broken URL it ends in (the order of the ``resolved`` view).
@@ -115,7 +139,7 @@ def broken_links(conn: sqlite3.Connection, crawl_id: int) -> list[BrokenLink]:
 # joined url by crawl_id alone (every URL of the crawl for every row).
 _BROKEN_EDGE_ROWS = """
 WITH bl AS MATERIALIZED (SELECT * FROM broken_links WHERE crawl_id = ?1)
-SELECT bl.url, bl.status, bl.error, bl.source, bl.element,
+SELECT bl.url, bl.status, bl.error, bl.source, bl.element, {at} AS at,
        CASE
            WHEN rc.url_id IS NULL THEN r.error_kind
            WHEN rc.is_loop THEN 'redirect_loop'
@@ -130,12 +154,16 @@ LEFT JOIN result fr         ON fr.url_id = rc.final_id
 WHERE bl.crawl_id = ?1
 """
 _FRAGMENT_EDGE_ROWS = f"""
-SELECT url, status, error, source, element, '{FRAGMENT_KIND}' AS kind
+SELECT url, status, error, source, element, {{at}} AS at, '{FRAGMENT_KIND}' AS kind
 FROM broken_fragments WHERE crawl_id = ?1
 """
 
+# {located}: the sources of a broken, blocked or redirected URL with where each
+# writes it, as a JSON array of [source, line, column] (link_open holds every
+# link a report can show, keyed by target).
 _RESULTS = """
-SELECT r.url_id, u.url, rv.class, rv.status, rv.error, r.content_type, r.elapsed_ms, r.checked_at
+SELECT r.url_id, u.url, rv.class, rv.status, rv.error, r.content_type, r.elapsed_ms, r.checked_at,
+       {located}
 FROM result r
 JOIN url u       ON u.id = r.url_id
 JOIN resolved rv ON rv.url_id = r.url_id
@@ -154,11 +182,12 @@ def broken_edges(conn: sqlite3.Connection, crawl_id: int) -> list[BrokenEdge]:
     if _has_fragment_view(conn):
         rows += " UNION ALL " + _FRAGMENT_EDGE_ROWS
     query = (
-        "SELECT url, status, error, source, group_concat(DISTINCT element), kind "
-        f"FROM ({rows}) GROUP BY url, source ORDER BY url, source"
+        "SELECT url, status, error, source, group_concat(DISTINCT element), min(at), kind "
+        f"FROM ({rows.format(at=_position(conn))}) GROUP BY url, source ORDER BY url, source"
     )
     edges = []
-    for url, status, error, source, elements, kind in conn.execute(query, (crawl_id,)):
+    for url, status, error, source, elements, at, kind in conn.execute(query, (crawl_id,)):
+        line, column = unpack_position(at)
         edges.append(
             BrokenEdge(
                 url=url,
@@ -167,6 +196,8 @@ def broken_edges(conn: sqlite3.Connection, crawl_id: int) -> list[BrokenEdge]:
                 kind=kind or "unknown",
                 source=source,
                 elements=tuple(sorted(set(elements.split(",")))) if elements else (),
+                line=line,
+                column=column,
             )
         )
     return edges
@@ -199,13 +230,34 @@ def iter_results(
     A redirect reads as ``redirected`` until the end of its chain is checked.
     """
     start = after if after is not None else Cursor(float("-inf"), 0)
-    cursor = conn.execute(_RESULTS, (crawl_id, start.checked_at, start.url_id))
+    query = _RESULTS.format(located=_located(conn))
+    cursor = conn.execute(query, (crawl_id, start.checked_at, start.url_id))
     try:
         while rows := cursor.fetchmany(FETCH_ROWS):
             for row in rows:
-                yield ResultRow(*row)
+                located = None if row[8] is None else locations_of(json.loads(row[8]))
+                url_id, url, result_class, status, error, content_type, elapsed_ms, at = row[:8]
+                yield ResultRow(
+                    url_id, url, result_class, status, error, content_type, elapsed_ms, at, located
+                )
     finally:
         cursor.close()
+
+
+def _located(conn: sqlite3.Connection) -> str:
+    """SQL for a result's located sources (NULL on a database before migration 0015)."""
+    has = conn.execute("SELECT 1 FROM pragma_table_info('link_open') WHERE name = 'at'")
+    if has.fetchone() is None:
+        return "NULL"
+    classes = ", ".join(f"'{name}'" for name in LOCATED_CLASSES)
+    return (
+        f"CASE WHEN rv.class IN ({classes}) THEN ("
+        "SELECT json_group_array(json_array(s.url, "
+        "CASE WHEN l.at >= 0 THEN l.at >> 10 ELSE (-l.at) >> 32 END, "
+        "CASE WHEN l.at >= 0 THEN l.at & 1023 ELSE (-l.at) & 4294967295 END)) "
+        "FROM link_open l JOIN url s ON s.id = l.source_id "
+        "WHERE l.target_id = r.url_id AND l.element <> 'redirect') END"
+    )
 
 
 def head_overruled(conn: sqlite3.Connection, crawl_id: int) -> list[HeadOverruled]:
