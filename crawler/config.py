@@ -107,6 +107,9 @@ class CrawlSettings(BaseModel):
     index_files: list[str] = Field(default_factory=lambda: list(DEFAULT_INDEX_FILES))
     lease_ttl_s: float = Field(default=DEFAULT_LEASE_TTL_S, ge=1, le=3600)
     lease_batch: int = Field(default=DEFAULT_LEASE_BATCH, ge=1, le=10_000)
+    # Links followed per page (the rest are dropped, with a warning); None: all.
+    # The service sets it from its memory budget (crawler/service/budget.py).
+    max_links_per_page: int | None = Field(default=None, ge=1)
 
     @field_validator("include", "exclude", "no_follow")
     @classmethod

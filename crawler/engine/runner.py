@@ -18,6 +18,7 @@ from pathlib import Path
 from crawler import urls
 from crawler.config import CrawlSettings, Durability
 from crawler.engine.loop import Engine
+from crawler.engine.membudget import PageMemory
 from crawler.errors import InvalidURLError, StoreError, UsageError
 from crawler.models import CrawlRecord, Discovered
 from crawler.net import localsite, sitemaps
@@ -52,7 +53,14 @@ class CrawlJob:
         if self.engine is not None:
             self.engine.stop()
 
-    async def run(self, *, shutdown_timeout_s: float = 10.0, parse_helpers: int = 0) -> bool:
+    async def run(
+        self,
+        *,
+        shutdown_timeout_s: float = 10.0,
+        parse_helpers: int = 0,
+        parse_helpers_after: int | None = None,
+        memory: PageMemory | None = None,
+    ) -> bool:
         """Crawl until finished (True) or stopped (False); records active time."""
         started = time.monotonic()
         try:
@@ -73,6 +81,8 @@ class CrawlJob:
                     robots=robots if self.settings.robots else None,
                     shutdown_timeout_s=shutdown_timeout_s,
                     parse_helpers=parse_helpers,
+                    parse_helpers_after=parse_helpers_after,
+                    memory=memory,
                 )
                 return await self.engine.run()
         finally:

@@ -35,6 +35,9 @@ from typing import Any
 
 import structlog
 
+from crawler.engine.membudget import ByteBudget
+from crawler.service import budget
+from crawler.service.budget import MemoryPlan
 from crawler.service.config import MAX_QUEUED, ServiceConfig
 from crawler.service.metrics import ServiceMetrics
 from crawler.service.progress import ZERO_COUNTS, settled
@@ -88,10 +91,21 @@ class CrawlManager:
     _settled: dict[int, _Settled] = field(default_factory=dict)
     _closing: bool = False
     _sampler: asyncio.Task[None] | None = None
+    memory: MemoryPlan | None = None
+    _page_budget: ByteBudget | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
     async def open(self) -> None:
+        self.memory = budget.plan(self.config.memory_budget_bytes, self.config.max_running)
+        self._page_budget = ByteBudget(self.memory.page_budget_bytes)
+        log.info(
+            "memory_budget",
+            budget_bytes=self.memory.budget_bytes,
+            max_body_bytes=self.memory.max_body_bytes,
+            max_links_per_page=self.memory.max_links_per_page,
+            page_budget_bytes=self.memory.page_budget_bytes,
+        )
         self._store = await open_service_store(self.config.db, self.config.data_dir)
         for entry in await self._store.entries():
             self._entries[entry.id] = entry
@@ -313,6 +327,9 @@ class CrawlManager:
                 entry.settings,
                 self.metrics,
                 shutdown_timeout_s=self.config.shutdown_timeout_s,
+                memory=(self.memory, self._page_budget)
+                if self.memory is not None and self._page_budget is not None
+                else None,
             )
             running = self._running[entry.id] = _Running(run)
             resumed = entry.started_at is not None
