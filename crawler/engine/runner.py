@@ -9,6 +9,7 @@ or the seeds of a crawl an older version recorded without them).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Callable
@@ -27,6 +28,9 @@ from crawler.net.robots import Robots
 from crawler.scope import Scope
 from crawler.store import open as store_open
 from crawler.store.contract import FrontierStore
+
+# How often a run adds its active time to the crawl (what a SIGKILL may lose).
+ELAPSED_EVERY_S = 2.0
 
 
 @dataclass
@@ -61,8 +65,14 @@ class CrawlJob:
         parse_helpers_after: int | None = None,
         memory: PageMemory | None = None,
     ) -> bool:
-        """Crawl until finished (True) or stopped (False); records active time."""
-        started = time.monotonic()
+        """Crawl until finished (True) or stopped (False); records active time as it goes.
+
+        Active time is added to the crawl every ``ELAPSED_EVERY_S`` and at the
+        end, each addition committed: a crawl killed with SIGKILL loses at most
+        the last few seconds of it, so its rates stay true after a resume.
+        """
+        clock = _ActiveTime(self.frontier) if self.records_elapsed else None
+        ticker = asyncio.create_task(clock.tick_forever()) if clock is not None else None
         try:
             async with Fetcher(self.settings, local_root=self.local_root) as fetcher:
                 # One Robots per crawl: it finds the sitemaps and the engine obeys it.
@@ -86,10 +96,13 @@ class CrawlJob:
                 )
                 return await self.engine.run()
         finally:
-            elapsed = time.monotonic() - started if self.records_elapsed else 0.0
-            # On a full disk this write fails too; the error on its way says so.
-            with contextlib.suppress(StoreError):
-                await self.frontier.add_elapsed(elapsed)
+            if ticker is not None:
+                ticker.cancel()
+                await asyncio.gather(ticker, return_exceptions=True)
+            if clock is not None:
+                # On a full disk this write fails too; the error on its way says so.
+                with contextlib.suppress(StoreError):
+                    await clock.add()
 
     async def _seed(self, robots: Robots, fetcher: Fetcher) -> None:
         """Complete what the crawl starts from, then mark it seeded.
@@ -114,6 +127,25 @@ class CrawlJob:
     def close(self) -> None:
         """Close the database connection and the writer thread."""
         self.frontier.close()
+
+
+class _ActiveTime:
+    """Adds the time since its last addition to the crawl's active time."""
+
+    def __init__(self, frontier: FrontierStore) -> None:
+        self._frontier = frontier
+        self._since = time.monotonic()
+
+    async def add(self) -> None:
+        now = time.monotonic()
+        elapsed, self._since = now - self._since, now
+        await self._frontier.add_elapsed(elapsed)
+
+    async def tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(ELAPSED_EVERY_S)
+            with contextlib.suppress(StoreError):  # the engine reports a broken store
+                await self.add()
 
 
 def prepare_seeds(

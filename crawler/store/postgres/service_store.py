@@ -16,6 +16,7 @@ Both run on the caller's event loop with a small pool of their own.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -181,6 +182,9 @@ class PostgresServiceStore:
             if row is None:
                 return None
             counts = await read_counts(conn, crawl_id)
+            # The report's pages and broken (as reads.snapshot on SQLite): one definition.
+            summary = await pg_report.summary(conn, crawl_id)
+        counts = dataclasses.replace(counts, pages=summary.pages, broken=summary.broken)
         return Snapshot(counts, float(row[1]), row[0] == "finished")
 
     async def host_totals(self, crawl_id: int) -> dict[str, tuple[int, int]]:

@@ -8,12 +8,13 @@ the documented SQL interface.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from crawler.models import Counts
 from crawler.report.model import ReportData
 from crawler.store.service import Snapshot, WorkerRow
-from crawler.store.sqlite import crawls, db
+from crawler.store.sqlite import crawls, db, results
 from crawler.store.sqlite import report as sqlite_report
 from crawler.store.sqlite.frontier import Frontier
 
@@ -30,11 +31,19 @@ GROUP BY host
 
 
 def snapshot(path: Path) -> Snapshot:
-    """Counters of the (one) crawl in ``path``."""
+    """Counters of the (one) crawl in ``path``, read in one transaction.
+
+    ``pages`` and ``broken`` are the report's (``results.summary``): pages
+    crawled with an OK answer; broken URLs with redirects followed and links
+    to a missing #fragment; so the API and every report agree.
+    """
     conn = db.open_reader(path)
     try:
+        conn.execute("BEGIN")
         record = crawls.get(conn)
         counts = Frontier(conn, record.id).counts()
+        summary = results.summary(conn, record.id)
+        counts = dataclasses.replace(counts, pages=summary.pages, broken=summary.broken)
         return Snapshot(counts, record.elapsed_s, record.state == "finished")
     finally:
         conn.close()
