@@ -129,6 +129,13 @@ def build_outcome(
     if delay is not None:
         return Outcome(leased=leased, result=None, retry_at=now + delay)
     result = classify(fetched, policy)
+    if fetched.failure == FailureKind.PRIVATE_ADDRESS and leased.depth == 0 and leased.hop == 0:
+        # A seed the guard refused: the crawl could not start there. A link to a
+        # private address is excluded; the place the user asked to start is broken,
+        # so a crawl of nothing is never green (the CLI exits 1, as for any seed
+        # that got no answer).
+        result.result_class = ResultClass.BROKEN
+        result.error = f"refused: {fetched.error}"
     if fetched.failure is not None:
         return Outcome(leased=leased, result=result)
     status = fetched.status or 0

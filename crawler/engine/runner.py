@@ -21,7 +21,7 @@ from crawler.config import CrawlSettings, Durability
 from crawler.engine.loop import Engine
 from crawler.engine.membudget import PageMemory
 from crawler.errors import InvalidURLError, StoreError, UsageError
-from crawler.models import CrawlRecord, Discovered
+from crawler.models import CrawlRecord, Discovered, ResultClass, UrlKind
 from crawler.net import localsite, sitemaps
 from crawler.net.fetch import Fetcher
 from crawler.net.robots import Robots
@@ -220,8 +220,20 @@ def start(
 
 
 def classified_seeds(scope: Scope, keys: list[str]) -> list[Discovered]:
-    """The seeds as the frontier takes them."""
-    return [scope.classify(key, element="seed", depth=0) for key in keys]
+    """The seeds as the frontier takes them.
+
+    A seed on a private address (with ``--exclude-all-private``) is not quietly
+    excluded as a link to one would be: it is crawled, so the guard refuses its
+    request and the seed is recorded broken (``outcome.build_outcome``). A crawl
+    that could not start is never a clean crawl of nothing.
+    """
+    seeds = []
+    for key in keys:
+        seed = scope.classify(key, element="seed", depth=0)
+        if seed.result == ResultClass.EXCLUDED and (seed.reason or "").startswith("private"):
+            seed = seed._replace(kind=UrlKind.PAGE, result=None, reason=None)
+        seeds.append(seed)
+    return seeds
 
 
 def wants_sitemaps(settings: CrawlSettings) -> bool:

@@ -43,7 +43,7 @@ from crawler.service.metrics import ServiceMetrics
 from crawler.service.progress import ZERO_COUNTS, settled
 from crawler.service.runs import CrawlRun
 from crawler.service.schemas import Progress, WorkerView
-from crawler.store import liveness
+from crawler.store import crawl_stats, liveness
 from crawler.store.service import Entry, ServiceStore, open_service_store
 
 log = structlog.get_logger(__name__)
@@ -357,7 +357,16 @@ class CrawlManager:
         finally:
             del self._running[entry.id]
             self._settled.pop(entry.id, None)
-        if finished and entry.state != "deleting":
+        refused = await self._refused_seeds(entry) if finished else []
+        if finished and entry.state != "deleting" and refused:
+            # Not a clean crawl of nothing: the place it was asked to start was refused.
+            entry.state = "failed"
+            entry.finished_at = time.time()
+            entry.error = "seed refused: " + "; ".join(
+                f"{url}: {error or 'private address'}" for url, error in refused
+            )
+            log.warning("crawl_seed_refused", seeds=[url for url, _ in refused])
+        elif finished and entry.state != "deleting":
             entry.state = "finished"
             entry.finished_at = time.time()
             log.info("crawl_finished")
@@ -370,6 +379,15 @@ class CrawlManager:
             with contextlib.suppress(Exception):
                 await self.store.update(entry)
         self._kick()
+
+    async def _refused_seeds(self, entry: Entry) -> list[tuple[str, str | None]]:
+        """Seeds the private-address guard refused (read once, when the crawl ends)."""
+        try:
+            found = await self.store.crawl_stats(entry.id)
+        except Exception as exc:  # the crawl's own state matters more
+            log.warning("crawl_stats_unreadable", error=str(exc))
+            return []
+        return [] if found is None else crawl_stats.refused_seeds(found, entry.seeds)
 
     async def _sample_loop(self) -> None:
         while True:

@@ -149,9 +149,7 @@ class Progress(BaseModel):
     """Live counters; from the database (at most a few seconds old) and the engine."""
 
     crawled: int = Field(description="URLs done: requested, or recorded as skipped")
-    pages: int = Field(
-        description="pages crawled with an OK answer (the report's summary.pages)"
-    )
+    pages: int = Field(description="pages crawled with an OK answer (the report's summary.pages)")
     pending: int = Field(description="URLs waiting in the frontier")
     leased: int = Field(description="URLs taken by a worker, not done yet")
     broken: int = Field(

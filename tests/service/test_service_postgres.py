@@ -32,6 +32,7 @@ from test_service_numbers import (  # the API's numbers are the report's, on Pos
     failing,
     test_progress_counts_pages_and_broken_links_as_the_report_does,
 )
+from test_service_stats import test_stats_count_requests_per_host_and_exclusions_by_reason
 
 from kit import crawlkit, pgkit
 from kit.serve_site import ThreadedSite
@@ -50,6 +51,7 @@ __all__ = [
     "test_health_readiness_and_metrics",
     "test_pause_resume_cancel_and_delete",
     "test_progress_counts_pages_and_broken_links_as_the_report_does",
+    "test_stats_count_requests_per_host_and_exclusions_by_reason",
     "test_the_list_shows_every_crawl_newest_first",
 ]
 

@@ -24,7 +24,9 @@ from typing import Any
 from crawler.config import DEFAULT_LEASE_TTL_S
 from crawler.errors import UsageError
 from crawler.report.model import ReportData
+from crawler.store import crawl_stats as stats
 from crawler.store import liveness
+from crawler.store.crawl_stats import CrawlStats
 from crawler.store.postgres import report as pg_report
 from crawler.store.postgres import schema
 from crawler.store.postgres.frontier import read_counts
@@ -191,6 +193,19 @@ class PostgresServiceStore:
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(_HOST_TOTALS, crawl_id)
         return {host: (int(total), int(errors)) for host, total, errors in rows}
+
+    async def crawl_stats(self, crawl_id: int) -> CrawlStats | None:
+        async with self._pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
+            if await conn.fetchval("SELECT 1 FROM crawl WHERE id = $1", crawl_id) is None:
+                return None
+            hosts = await conn.fetch(stats.HOST_STATS_SQL.format(p="$1"), crawl_id)
+            excluded = await conn.fetch(stats.EXCLUSIONS_SQL.format(p="$1"), crawl_id)
+            refused = await conn.fetch(stats.REFUSED_SQL.format(p="$1"), crawl_id)
+        return CrawlStats(
+            stats.host_stats(hosts),
+            stats.exclusions(excluded),
+            [(r[0], r[1]) for r in refused],
+        )
 
     async def workers(self, crawl_id: int) -> list[WorkerRow]:
         async with self._pool.acquire() as conn:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 from crawler.models import Counts
 from crawler.report.model import ReportData
+from crawler.store import crawl_stats as stats
+from crawler.store.crawl_stats import CrawlStats
 from crawler.store.service import Snapshot, WorkerRow
 from crawler.store.sqlite import crawls, db, results
 from crawler.store.sqlite import report as sqlite_report
@@ -63,6 +66,25 @@ def host_totals(path: Path) -> dict[str, tuple[int, int]]:
     finally:
         conn.close()
     return {host: (int(total), int(errors or 0)) for host, total, errors in rows}
+
+
+def crawl_stats(path: Path) -> CrawlStats:
+    """Per-host statistics, exclusion reasons and refused seeds of the crawl in ``path``."""
+    conn = db.open_reader(path)
+    try:
+        conn.execute("BEGIN")
+        crawl_id = crawls.get(conn).id
+
+        def run(sql: str) -> list[Any]:
+            return conn.execute(sql.format(p="?"), (crawl_id,)).fetchall()
+
+        return CrawlStats(
+            stats.host_stats(run(stats.HOST_STATS_SQL)),
+            stats.exclusions(run(stats.EXCLUSIONS_SQL)),
+            [(url, error) for url, error in run(stats.REFUSED_SQL)],
+        )
+    finally:
+        conn.close()
 
 
 def workers(path: Path) -> list[WorkerRow]:
