@@ -35,7 +35,8 @@ class HostStatsView(BaseModel):
 class ExclusionView(BaseModel):
     reason: str = Field(
         description="excluded pattern, disallowed by robots.txt, private address, "
-        "not http(s) (mailto:, tel:, ...), out of scope (internal_only)"
+        "not http(s) (mailto:, tel:, ...), out of scope (internal_only); and the URLs "
+        "checked but not crawled (another host, a resource, or past max_depth)"
     )
     count: int
 
@@ -50,7 +51,9 @@ class CrawlStatsView(BaseModel):
 
     crawl_id: int
     hosts: list[HostStatsView] = Field(description="the busiest 1,000 hosts, most requests first")
-    exclusions: list[ExclusionView] = Field(description="URLs not requested, by reason")
+    exclusions: list[ExclusionView] = Field(
+        description="URLs not requested, and those not crawled, by reason"
+    )
     refused_seeds: list[RefusedSeed] = Field(
         description="seeds the private-address guard refused (the crawl could not start there)"
     )

@@ -43,7 +43,14 @@ SELECT class, error_kind, error, count(*)
 FROM url_result
 WHERE crawl_id = {p} AND class IN ('skipped', 'excluded')
 GROUP BY class, error_kind, error
+UNION ALL
+SELECT 'checked', NULL, NULL, n
+FROM (SELECT count(*) AS n FROM url_result
+      WHERE crawl_id = {p} AND kind = 'check' AND state = 'done' AND class <> 'skipped') c
+WHERE n > 0
 """
+# Requested to learn their status, never parsed for links.
+CHECKED_ONLY = "checked, not crawled (another host, a resource, or past max_depth)"
 # Seeds (and sitemap pages: depth 0 too) the private-address guard refused
 # (broken since this version: outcome.build_outcome; excluded before).
 REFUSED_SQL = """
@@ -88,6 +95,8 @@ class CrawlStats:
 def reason_of(result_class: str, error_kind: str | None, error: str | None) -> str:
     """The kind of reason a URL was not requested (a few values, not the stored text)."""
     text = error or ""
+    if result_class == "checked":
+        return CHECKED_ONLY
     if error_kind == "private_address" or text.startswith("private address"):
         return "private address"
     if text == "excluded by filter":

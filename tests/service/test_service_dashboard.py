@@ -152,4 +152,4 @@ async def test_a_crawl_shows_its_hosts_and_why_urls_were_not_requested(
             "(() => { const items = [...document.querySelectorAll('#exclusions li')];"
             " return items.length ? items.map((i) => i.textContent) : null; })()"
         )
-        assert reasons == ["excluded pattern: 1"]
+        assert "excluded pattern: 1" in reasons

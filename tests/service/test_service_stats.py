@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from test_service_numbers import CLOSED_PORT_URL, failing  # failing: a fixture
 
+from crawler.store.crawl_stats import CHECKED_ONLY
+
 from kit.clikit import run_cli
 from kit.serve_site import ThreadedSite
 from kit.service_sites import small_site
@@ -52,6 +54,7 @@ def test_stats_count_requests_per_host_and_exclusions_by_reason(
     reasons = {e["reason"]: e["count"] for e in stats["exclusions"]}
     assert reasons["excluded pattern"] == 1
     assert reasons["not http(s) (mailto:, tel:, ...)"] == 1
+    assert reasons[CHECKED_ONLY] >= 2  # the image, the other host
     assert stats["refused_seeds"] == []
     assert service.get("/crawls/999999/stats").status == 404
     paths = service.get("/openapi.json").json()["paths"]

@@ -76,7 +76,7 @@ def crawl_stats(path: Path) -> CrawlStats:
         crawl_id = crawls.get(conn).id
 
         def run(sql: str) -> list[Any]:
-            return conn.execute(sql.format(p="?"), (crawl_id,)).fetchall()
+            return conn.execute(sql.format(p="?1"), (crawl_id,)).fetchall()
 
         return CrawlStats(
             stats.host_stats(run(stats.HOST_STATS_SQL)),
