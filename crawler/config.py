@@ -120,6 +120,9 @@ class CrawlSettings(BaseModel):
     render_media: bool = False
     render_restart_pages: int = Field(default=DEFAULT_RENDER_RESTART_PAGES, ge=1, le=1_000_000)
     render_max_rss_mb: int = Field(default=DEFAULT_RENDER_MAX_RSS_MB, ge=64, le=1 << 20)
+    # Links followed per page (the rest are dropped, with a warning); None: all.
+    # The service sets it from its memory budget (crawler/service/budget.py).
+    max_links_per_page: int | None = Field(default=None, ge=1)
 
     @field_validator("include", "exclude", "no_follow")
     @classmethod

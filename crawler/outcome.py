@@ -36,6 +36,7 @@ class Policy:
     max_retries: int
     retry_wait_s: float
     max_retry_after_s: float
+    max_links: int | None = None  # links followed per page; the rest are dropped
 
     @classmethod
     def from_settings(cls, settings: CrawlSettings) -> Policy:
@@ -47,6 +48,7 @@ class Policy:
             max_retries=settings.max_retries,
             retry_wait_s=settings.retry_wait_s,
             max_retry_after_s=settings.max_retry_after_s,
+            max_links=settings.max_links_per_page,
         )
 
 
@@ -56,6 +58,7 @@ class Parsed:
 
     children: list[Discovered]
     anchors: frozenset[str] | None = None
+    dropped: int = 0  # links past the links-per-page cap, not followed
 
 
 def wants_parse(leased: LeasedUrl, fetched: Fetched, policy: Policy) -> bool:
@@ -77,7 +80,11 @@ def wants_parse(leased: LeasedUrl, fetched: Fetched, policy: Policy) -> bool:
 
 
 def parse_body(
-    leased: LeasedUrl, fetched: Fetched, scope: Scope, include_fragments: bool
+    leased: LeasedUrl,
+    fetched: Fetched,
+    scope: Scope,
+    include_fragments: bool,
+    max_links: int | None = None,
 ) -> Parsed:
     """The links (and anchors) of a fetched body: an HTML page, or an in-scope stylesheet.
 
@@ -95,6 +102,9 @@ def parse_body(
         extracted = extract.extract_links(text)
         if include_fragments:
             parsed.anchors = extracted.anchors
+        if max_links is not None and len(extracted.links) > max_links:
+            parsed.dropped = len(extracted.links) - max_links
+            del extracted.links[max_links:]
         if leased.kind == UrlKind.PAGE:
             parsed.children = page_children(leased, extracted, encoding, fetched, scope, text)
     return parsed
@@ -119,6 +129,13 @@ def build_outcome(
     if delay is not None:
         return Outcome(leased=leased, result=None, retry_at=now + delay)
     result = classify(fetched, policy)
+    if fetched.failure == FailureKind.PRIVATE_ADDRESS and leased.depth == 0 and leased.hop == 0:
+        # A seed the guard refused: the crawl could not start there. A link to a
+        # private address is excluded; the place the user asked to start is broken,
+        # so a crawl of nothing is never green (the CLI exits 1, as for any seed
+        # that got no answer).
+        result.result_class = ResultClass.BROKEN
+        result.error = f"refused: {fetched.error}"
     if fetched.failure is not None:
         return Outcome(leased=leased, result=result)
     status = fetched.status or 0
@@ -129,7 +146,7 @@ def build_outcome(
         return outcome
     if wants_parse(leased, fetched, policy):
         if parsed is None:
-            parsed = parse_body(leased, fetched, scope, policy.include_fragments)
+            parsed = parse_body(leased, fetched, scope, policy.include_fragments, policy.max_links)
         outcome.children = parsed.children
         outcome.anchors = parsed.anchors
     if fetched.truncated:  # the links of the part read are still followed

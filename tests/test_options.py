@@ -13,7 +13,7 @@ from crawler.config import CrawlSettings, RunOptions
 from crawler.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG_ONLY = {"hosts", "lease_ttl_s", "lease_batch", "max_retry_after_s"}
+CONFIG_ONLY = {"hosts", "lease_ttl_s", "lease_batch", "max_retry_after_s", "max_links_per_page"}
 
 
 def test_readme_option_table_is_generated_from_the_code() -> None:

@@ -117,12 +117,12 @@ def test_helper_exits_when_its_crawler_is_gone() -> None:
     )
     assert child.stdin is not None
     assert child.stdout is not None
-    child.stdin.write(parse_child.encode((scope, False)))
+    child.stdin.write(parse_child.encode((scope, False, None)))
     child.stdin.write(parse_child.encode((7, _row(), "text/html", None, b"<a href=x>")))
     child.stdin.flush()
     header = child.stdout.read(parse_child.FRAME.size)
     (size,) = parse_child.FRAME.unpack(header)
-    request_id, children, _, error = pickle.loads(child.stdout.read(size))  # noqa: S301
+    request_id, children, _, error, _ = pickle.loads(child.stdout.read(size))  # noqa: S301
     assert (request_id, error) == (7, None)
     assert [c[0] for c in children] == ["http://127.0.0.1:8000/docs/a/x"]
     child.stdin.close()

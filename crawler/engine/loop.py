@@ -32,13 +32,21 @@ import structlog
 from crawler.config import CrawlSettings
 from crawler.engine.checked_hosts import CheckedHosts
 from crawler.engine.cookie_sync import CookieSync
+from crawler.engine.membudget import PageMemory, Reservation
 from crawler.engine.parse_pool import ParsePool
 from crawler.engine.render_step import BrowserLoads, render_outcome, wants_render
 from crawler.models import LeasedUrl, Outcome, Result, ResultClass, UrlKind
 from crawler.net.fetch import Fetched, Fetcher
 from crawler.net.render.renderer import Renderer
 from crawler.net.robots import Robots
-from crawler.outcome import Parsed, Policy, build_outcome, host_pause_s, wants_parse
+from crawler.outcome import (
+    Parsed,
+    Policy,
+    build_outcome,
+    host_pause_s,
+    parse_body,
+    wants_parse,
+)
 from crawler.scope import Scope
 from crawler.store.contract import FrontierStore
 
@@ -83,6 +91,8 @@ class Engine:
         shutdown_timeout_s: float = 10.0,
         parse_helpers: int = 0,
         renderer: Renderer | None = None,
+        parse_helpers_after: int | None = None,
+        memory: PageMemory | None = None,
     ) -> None:
         self._frontier = frontier
         self._fetcher = fetcher
@@ -116,6 +126,13 @@ class Engine:
         self._leasing: asyncio.Task[None] | None = None
         self._fatal: BaseException | None = None
         self._parse_helpers = parse_helpers
+        self._parse_helpers_after = (
+            PARSE_HELPERS_AFTER_PAGES if parse_helpers_after is None else parse_helpers_after
+        )
+        # With a memory budget (the service), a page reserves its bytes before it is
+        # fetched and gives them back once committed; parsing never runs on the loop.
+        self._memory = memory
+        self._reserved: dict[int, Reservation] = {}
         self._parsed_here = 0
         self._parse_pool: ParsePool | None = None
         self._parse_pool_start: asyncio.Task[None] | None = None
@@ -293,7 +310,13 @@ class Engine:
                 self._gate.release(row.host)
 
         try:
+            if self._memory is not None and row.kind >= UrlKind.ANCHORS:
+                reservation = await self._memory.budget.reserve(self._memory.cost.worst())
+                self._reserved[row.id] = reservation
             outcome = await self._fetch_and_build(row, release)
+        except BaseException:
+            self._release_memory(row.id)
+            raise
         finally:
             release()
         self._outcomes.append(outcome)
@@ -311,13 +334,18 @@ class Engine:
                 return Outcome(leased=row, result=result)
             if row.kind >= UrlKind.ANCHORS:
                 fetched = await self._fetcher.fetch_page(row.url)
+                self._shrink_memory(row.id, self._body_cost(fetched))
             else:
                 fetched = await self._fetcher.check(row.url, row.host)
             parsed = None
             if wants_parse(row, fetched, self._policy):
                 parsed = await self._parse_elsewhere(row, fetched)
+                if parsed is not None and parsed.dropped:
+                    log.warning("links_capped", url=row.url, dropped=parsed.dropped)
             now = time.time()
             outcome = build_outcome(row, fetched, self._scope, self._policy, now, parsed)
+            if self._memory is not None:
+                self._shrink_memory(row.id, self._memory.cost.after_parse(len(outcome.children)))
             pause = host_pause_s(fetched, outcome, now)
             if pause is not None:
                 self._gate.pause(row.host, pause)  # the whole host waits, not only this URL
@@ -343,20 +371,46 @@ class Engine:
 
     async def _parse_elsewhere(self, row: LeasedUrl, fetched: Fetched) -> Parsed | None:
         """A helper process's parse of this body; None to parse it here."""
-        pool = self._parse_pool
-        if pool is not None and pool.alive:
-            return await pool.parse(row, fetched)
-        self._parsed_here += 1
         if (
             self._parse_helpers > 0
             and self._parse_pool_start is None
-            and self._parsed_here >= PARSE_HELPERS_AFTER_PAGES
+            and self._parsed_here >= self._parse_helpers_after
         ):
             self._parse_pool_start = asyncio.create_task(self._start_parse_pool())
+        if self._memory is not None and self._parse_pool_start is not None:
+            await asyncio.wait({self._parse_pool_start})  # the first pages wait for the helper
+        pool = self._parse_pool
+        if pool is not None and pool.alive:
+            parsed = await pool.parse(row, fetched)
+            if parsed is not None:
+                return parsed
+        self._parsed_here += 1
+        if self._memory is not None:  # never on the service's loop: a thread, if not a helper
+            return await asyncio.to_thread(
+                parse_body, row, fetched, self._scope, self._policy.include_fragments,
+                self._policy.max_links,
+            )  # fmt: skip
         return None
 
+    def _body_cost(self, fetched: Fetched) -> int:
+        if self._memory is None:
+            return 0
+        return self._memory.cost.after_fetch(len(fetched.body or b""))
+
+    def _shrink_memory(self, row_id: int, size: int) -> None:
+        reservation = self._reserved.get(row_id)
+        if reservation is not None:
+            reservation.shrink(size)
+
+    def _release_memory(self, row_id: int) -> None:
+        reservation = self._reserved.pop(row_id, None)
+        if reservation is not None:
+            reservation.release()
+
     async def _start_parse_pool(self) -> None:
-        pool = ParsePool(self._scope, self._policy.include_fragments, self._parse_helpers)
+        pool = ParsePool(
+            self._scope, self._policy.include_fragments, self._parse_helpers, self._policy.max_links
+        )
         await pool.start()
         self._parse_pool = pool
 
@@ -385,6 +439,8 @@ class Engine:
                     return
                 finally:
                     self._committing -= len(batch)
+                    for outcome in batch:
+                        self._release_memory(outcome.leased.id)
                 self._count(batch, accepted)
                 self._frontier_dry = False
                 self._wake.set()
@@ -444,5 +500,7 @@ class Engine:
         if self._cookies is not None and self._fatal is None:
             with contextlib.suppress(Exception):  # the leases matter more than the cookies
                 await self._cookies.flush()
+        for row_id in list(self._reserved):  # not committed: the budget is shared
+            self._release_memory(row_id)
         if self._fatal is None:
             await self._frontier.release(self.owner)

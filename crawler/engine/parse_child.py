@@ -3,7 +3,7 @@
 Parsing and classifying a page's links is most of the event loop's work; in a
 process of its own it runs on another core, beside the fetches and the
 writer. The protocol is length-prefixed pickles: on stdin the crawl's
-``Scope`` and fragment setting first, then one request per page; on stdout one
+``Scope``, fragment setting and links-per-page cap first, then one request per page; on stdout one
 reply per request, in order. End of stdin (the crawler stopped, or was
 killed) ends the process, so it never outlives its crawler.
 """
@@ -27,7 +27,8 @@ PROTOCOL = pickle.HIGHEST_PROTOCOL
 # What crosses the pipe: plain tuples, cheaper to pickle than the records.
 Request = tuple[int, LeasedUrl, str | None, str | None, bytes]  # id, row, type, robots, body
 ChildTuple = tuple[str, str | None, int, str, str, str | None, str | None, int | None, int | None]
-Reply = tuple[int, list[ChildTuple] | None, frozenset[str] | None, str | None]
+# id, children, anchors, error, links dropped past the cap
+Reply = tuple[int, list[ChildTuple] | None, frozenset[str] | None, str | None, int]
 
 
 def encode(message: Any) -> bytes:
@@ -56,22 +57,25 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     first = _read_frame(stdin)
     if first is None:
         return
-    scope, include_fragments = pickle.loads(first)  # noqa: S301 - from our own crawler
+    setup = pickle.loads(first)  # noqa: S301 - from our own crawler
+    scope, include_fragments = setup[0], setup[1]
+    max_links = setup[2] if len(setup) > 2 else None
     while (frame := _read_frame(stdin)) is not None:
         request_id, leased, content_type, robots_tag, body = pickle.loads(frame)  # noqa: S301
         fetched = Fetched(
             method="GET", status=200, content_type=content_type, robots_tag=robots_tag, body=body
         )
         try:
-            parsed = parse_body(leased, fetched, scope, include_fragments)
+            parsed = parse_body(leased, fetched, scope, include_fragments, max_links)
             reply: Reply = (
                 request_id,
                 [as_tuple(c) for c in parsed.children],
                 parsed.anchors,
                 None,
+                parsed.dropped,
             )
         except Exception as exc:  # the crawler parses this one itself and records it
-            reply = (request_id, None, None, f"{type(exc).__name__}: {exc}")
+            reply = (request_id, None, None, f"{type(exc).__name__}: {exc}", 0)
         stdout.write(encode(reply))
         stdout.flush()
 

@@ -43,8 +43,10 @@ class _Helper:
 class ParsePool:
     """Helper parser processes for one crawl; ``parse`` returns None when it cannot help."""
 
-    def __init__(self, scope: Scope, include_fragments: bool, processes: int) -> None:
-        self._setup = parse_child.encode((scope, include_fragments))
+    def __init__(
+        self, scope: Scope, include_fragments: bool, processes: int, max_links: int | None = None
+    ) -> None:
+        self._setup = parse_child.encode((scope, include_fragments, max_links))
         self._wanted = processes
         self._helpers: list[_Helper] = []
         self._ids = itertools.count()
@@ -130,7 +132,7 @@ class ParsePool:
                 (size,) = parse_child.FRAME.unpack(header)
                 data = await stdout.readexactly(size)
                 reply: parse_child.Reply = pickle.loads(data)  # noqa: S301 - our own child
-                request_id, children, anchors, error = reply
+                request_id, children, anchors, error, dropped = reply
                 future = helper.pending.pop(request_id, None)
                 if future is None or future.done():
                     continue
@@ -138,7 +140,8 @@ class ParsePool:
                     log.warning("parse_helper_error", error=error)
                     future.set_result(None)
                 else:
-                    future.set_result(Parsed([_discovered(c) for c in children], anchors))
+                    children_found = [_discovered(c) for c in children]
+                    future.set_result(Parsed(children_found, anchors, dropped))
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
             self._lost(helper, exc)
 

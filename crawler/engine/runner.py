@@ -9,6 +9,7 @@ or the seeds of a crawl an older version recorded without them).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Callable
@@ -18,8 +19,9 @@ from pathlib import Path
 from crawler import urls
 from crawler.config import CrawlSettings, Durability
 from crawler.engine.loop import Engine
+from crawler.engine.membudget import PageMemory
 from crawler.errors import InvalidURLError, StoreError, UsageError
-from crawler.models import CrawlRecord, Discovered
+from crawler.models import CrawlRecord, Discovered, ResultClass, UrlKind
 from crawler.net import localsite, sitemaps
 from crawler.net.fetch import Fetcher
 from crawler.net.render import process as browsers
@@ -28,6 +30,9 @@ from crawler.net.robots import Robots
 from crawler.scope import Scope
 from crawler.store import open as store_open
 from crawler.store.contract import FrontierStore
+
+# How often a run adds its active time to the crawl (what a SIGKILL may lose).
+ELAPSED_EVERY_S = 2.0
 
 
 @dataclass
@@ -56,9 +61,22 @@ class CrawlJob:
         if self.engine is not None:
             self.engine.stop()
 
-    async def run(self, *, shutdown_timeout_s: float = 10.0, parse_helpers: int = 0) -> bool:
-        """Crawl until finished (True) or stopped (False); records active time."""
-        started = time.monotonic()
+    async def run(
+        self,
+        *,
+        shutdown_timeout_s: float = 10.0,
+        parse_helpers: int = 0,
+        parse_helpers_after: int | None = None,
+        memory: PageMemory | None = None,
+    ) -> bool:
+        """Crawl until finished (True) or stopped (False); records active time as it goes.
+
+        Active time is added to the crawl every ``ELAPSED_EVERY_S`` and at the
+        end, each addition committed: a crawl killed with SIGKILL loses at most
+        the last few seconds of it, so its rates stay true after a resume.
+        """
+        clock = _ActiveTime(self.frontier) if self.records_elapsed else None
+        ticker = asyncio.create_task(clock.tick_forever()) if clock is not None else None
         renderer = self._renderer()
         try:
             async with Fetcher(self.settings, local_root=self.local_root) as fetcher:
@@ -80,16 +98,21 @@ class CrawlJob:
                     robots=robots if self.settings.robots else None,
                     shutdown_timeout_s=shutdown_timeout_s,
                     parse_helpers=parse_helpers,
+                    parse_helpers_after=parse_helpers_after,
+                    memory=memory,
                     renderer=renderer,
                 )
                 return await self.engine.run()
         finally:
             if renderer is not None:
                 await renderer.aclose()
-            elapsed = time.monotonic() - started if self.records_elapsed else 0.0
-            # On a full disk this write fails too; the error on its way says so.
-            with contextlib.suppress(StoreError):
-                await self.frontier.add_elapsed(elapsed)
+            if ticker is not None:
+                ticker.cancel()
+                await asyncio.gather(ticker, return_exceptions=True)
+            if clock is not None:
+                # On a full disk this write fails too; the error on its way says so.
+                with contextlib.suppress(StoreError):
+                    await clock.add()
 
     def _renderer(self) -> Renderer | None:
         if self.browser is None:
@@ -127,6 +150,25 @@ class CrawlJob:
     def close(self) -> None:
         """Close the database connection and the writer thread."""
         self.frontier.close()
+
+
+class _ActiveTime:
+    """Adds the time since its last addition to the crawl's active time."""
+
+    def __init__(self, frontier: FrontierStore) -> None:
+        self._frontier = frontier
+        self._since = time.monotonic()
+
+    async def add(self) -> None:
+        now = time.monotonic()
+        elapsed, self._since = now - self._since, now
+        await self._frontier.add_elapsed(elapsed)
+
+    async def tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(ELAPSED_EVERY_S)
+            with contextlib.suppress(StoreError):  # the engine reports a broken store
+                await self.add()
 
 
 def prepare_seeds(
@@ -207,8 +249,20 @@ def find_browser(settings: CrawlSettings) -> str | None:
 
 
 def classified_seeds(scope: Scope, keys: list[str]) -> list[Discovered]:
-    """The seeds as the frontier takes them."""
-    return [scope.classify(key, element="seed", depth=0) for key in keys]
+    """The seeds as the frontier takes them.
+
+    A seed on a private address (with ``--exclude-all-private``) is not quietly
+    excluded as a link to one would be: it is crawled, so the guard refuses its
+    request and the seed is recorded broken (``outcome.build_outcome``). A crawl
+    that could not start is never a clean crawl of nothing.
+    """
+    seeds = []
+    for key in keys:
+        seed = scope.classify(key, element="seed", depth=0)
+        if seed.result == ResultClass.EXCLUDED and (seed.reason or "").startswith("private"):
+            seed = seed._replace(kind=UrlKind.PAGE, result=None, reason=None)
+        seeds.append(seed)
+    return seeds
 
 
 def wants_sitemaps(settings: CrawlSettings) -> bool:

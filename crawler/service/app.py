@@ -24,6 +24,7 @@ from aiohttp import web
 from crawler.service import dashboard, openapi
 from crawler.service.config import MAX_BODY_BYTES, ServiceConfig
 from crawler.service.connections import ConnectionGuard
+from crawler.service.lowlevel import json_errors
 from crawler.service.middleware import errors, guard
 from crawler.service.routes import ROUTES
 from crawler.service.state import OPENAPI, SERVICE, Service
@@ -99,6 +100,7 @@ async def serve(config: ServiceConfig) -> None:
         loop.add_signal_handler(signum, on_signal, signum)
     await runner.setup()
     assert runner.server is not None
+    json_errors(runner.server)  # aiohttp's own 400s too
     ConnectionGuard(
         runner.server,
         max_connections=config.max_connections,

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from crawler import netguard
 from crawler.config import DEFAULT_SHUTDOWN_TIMEOUT_S
 from crawler.errors import UsageError
+from crawler.service import budget
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -64,6 +65,7 @@ ENVIRONMENT = {
     "max_host_concurrency": "CRAWLER_MAX_HOST_CONCURRENCY",
     "read_timeout_s": "CRAWLER_READ_TIMEOUT_S",
     "max_connections": "CRAWLER_MAX_CONNECTIONS",
+    "memory_budget": "CRAWLER_MEMORY_BUDGET",
 }
 BOOLEANS = ("allow_private", "no_token", "public_reads")
 LISTS = ("allow_networks", "allowed_hosts", "local_roots")
@@ -104,6 +106,32 @@ class ServiceConfig(BaseModel):
     max_host_concurrency: int = Field(default=DEFAULT_MAX_HOST_CONCURRENCY, ge=1, le=1024)
     read_timeout_s: float = Field(default=DEFAULT_READ_TIMEOUT_S, gt=0, le=3600)
     max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, ge=1, le=100_000)
+    memory_budget: int | None = Field(
+        default=None, description="bytes the running crawls share; None: budget.default_budget()"
+    )
+
+    @pydantic.field_validator("memory_budget", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return budget.parse_size(value) if value.strip() else None
+        return value
+
+    @pydantic.model_validator(mode="after")
+    def _budget_fits(self) -> ServiceConfig:
+        if self.memory_budget is not None and self.memory_budget < budget.MIN_MEMORY_BUDGET_BYTES:
+            raise ValueError(
+                f"--memory-budget: at least {budget.MIN_MEMORY_BUDGET_BYTES // budget.MIB} MiB"
+            )
+        try:
+            budget.check_budget(self.memory_budget_bytes, self.max_running)
+        except ValueError as exc:
+            raise ValueError(f"--memory-budget: {exc}") from None
+        return self
+
+    @property
+    def memory_budget_bytes(self) -> int:
+        return self.memory_budget if self.memory_budget is not None else budget.default_budget()
 
     @pydantic.field_validator("token")
     @classmethod
@@ -270,6 +298,13 @@ def add_security_options(parser: argparse.ArgumentParser) -> None:
         dest="read_timeout_s",
         help=f"a request's headers and body must arrive within this (default "
         f"{DEFAULT_READ_TIMEOUT_S:g}) [{env['read_timeout_s']}]",
+    )
+    parser.add_argument(
+        "--memory-budget",
+        metavar="SIZE",
+        help="memory the running crawls share, e.g. 512M or 1G; sizes body and link caps, "
+        "parse helpers and pages in flight (default: 512M, the shipped container limit, or "
+        f"the cgroup's limit when lower) [{env['memory_budget']}]",
     )
     parser.add_argument(
         "--max-connections",

@@ -84,6 +84,11 @@ def _entry(service: Service, crawl_id: int) -> Entry:
         raise ApiError(404, f"no crawl with id {crawl_id}", field="crawl_id") from None
 
 
+# For the handlers of other modules (stats): one parser of ids, one 404.
+crawl_id_of = _crawl_id
+entry_of = _entry
+
+
 def _time(timestamp: float | None) -> dt.datetime | None:
     return None if timestamp is None else dt.datetime.fromtimestamp(timestamp, tz=dt.UTC)
 

@@ -35,12 +35,15 @@ from typing import Any
 
 import structlog
 
+from crawler.engine.membudget import ByteBudget
+from crawler.service import budget
+from crawler.service.budget import MemoryPlan
 from crawler.service.config import MAX_QUEUED, ServiceConfig
 from crawler.service.metrics import ServiceMetrics
 from crawler.service.progress import ZERO_COUNTS, settled
 from crawler.service.runs import CrawlRun
 from crawler.service.schemas import Progress, WorkerView
-from crawler.store import liveness
+from crawler.store import crawl_stats, liveness
 from crawler.store.service import Entry, ServiceStore, open_service_store
 
 log = structlog.get_logger(__name__)
@@ -88,10 +91,21 @@ class CrawlManager:
     _settled: dict[int, _Settled] = field(default_factory=dict)
     _closing: bool = False
     _sampler: asyncio.Task[None] | None = None
+    memory: MemoryPlan | None = None
+    _page_budget: ByteBudget | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
     async def open(self) -> None:
+        self.memory = budget.plan(self.config.memory_budget_bytes, self.config.max_running)
+        self._page_budget = ByteBudget(self.memory.page_budget_bytes)
+        log.info(
+            "memory_budget",
+            budget_bytes=self.memory.budget_bytes,
+            max_body_bytes=self.memory.max_body_bytes,
+            max_links_per_page=self.memory.max_links_per_page,
+            page_budget_bytes=self.memory.page_budget_bytes,
+        )
         self._store = await open_service_store(self.config.db, self.config.data_dir)
         for entry in await self._store.entries():
             self._entries[entry.id] = entry
@@ -313,6 +327,9 @@ class CrawlManager:
                 entry.settings,
                 self.metrics,
                 shutdown_timeout_s=self.config.shutdown_timeout_s,
+                memory=(self.memory, self._page_budget)
+                if self.memory is not None and self._page_budget is not None
+                else None,
             )
             running = self._running[entry.id] = _Running(run)
             resumed = entry.started_at is not None
@@ -340,7 +357,16 @@ class CrawlManager:
         finally:
             del self._running[entry.id]
             self._settled.pop(entry.id, None)
-        if finished and entry.state != "deleting":
+        refused = await self._refused_seeds(entry) if finished else []
+        if finished and entry.state != "deleting" and refused:
+            # Not a clean crawl of nothing: the place it was asked to start was refused.
+            entry.state = "failed"
+            entry.finished_at = time.time()
+            entry.error = "seed refused: " + "; ".join(
+                f"{url}: {error or 'private address'}" for url, error in refused
+            )
+            log.warning("crawl_seed_refused", seeds=[url for url, _ in refused])
+        elif finished and entry.state != "deleting":
             entry.state = "finished"
             entry.finished_at = time.time()
             log.info("crawl_finished")
@@ -353,6 +379,15 @@ class CrawlManager:
             with contextlib.suppress(Exception):
                 await self.store.update(entry)
         self._kick()
+
+    async def _refused_seeds(self, entry: Entry) -> list[tuple[str, str | None]]:
+        """Seeds the private-address guard refused (read once, when the crawl ends)."""
+        try:
+            found = await self.store.crawl_stats(entry.id)
+        except Exception as exc:  # the crawl's own state matters more
+            log.warning("crawl_stats_unreadable", error=str(exc))
+            return []
+        return [] if found is None else crawl_stats.refused_seeds(found, entry.seeds)
 
     async def _sample_loop(self) -> None:
         while True:

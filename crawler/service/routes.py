@@ -12,7 +12,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from crawler import report
-from crawler.service import dashboard, handlers
+from crawler.service import dashboard, handlers, stats
 from crawler.service.middleware import OPEN_PATHS, WRITE_METHODS
 from crawler.service.schemas import (
     CrawlCreate,
@@ -196,6 +196,21 @@ ROUTES: tuple[Route, ...] = (
         "`crawler work --service` processes on other machines too)",
         "crawls",
         (Answer(200, "the crawl's workers; none unless it runs", WorkerList), NOT_FOUND),
+        (CRAWL_ID,),
+    ),
+    Route(
+        "GET",
+        "/crawls/{crawl_id}/stats",
+        stats.crawl_stats,
+        "crawl_stats",
+        "Per-host statistics (requests, failures, status classes, mean latency), why URLs "
+        "were not requested (with counts), and seeds refused as private addresses",
+        "crawls",
+        (
+            Answer(200, "the statistics", stats.CrawlStatsView),
+            NOT_FOUND,
+            _error(409, "the crawl has not started yet"),
+        ),
         (CRAWL_ID,),
     ),
     _transition("pause", handlers.pause_crawl, "Pause a queued or running crawl"),

@@ -23,12 +23,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Coroutine
 from typing import Any
 
 import structlog
 
 from crawler.config import CrawlSettings
 from crawler.engine import runner
+from crawler.engine.membudget import ByteBudget, PageCost, PageMemory
+from crawler.service.budget import MemoryPlan
 from crawler.service.metrics import ServiceMetrics, host_deltas
 from crawler.service.progress import RunTracker, WorkerTracker
 from crawler.store.service import ServiceStore
@@ -53,6 +56,7 @@ class CrawlRun:
         metrics: ServiceMetrics,
         *,
         shutdown_timeout_s: float,
+        memory: tuple[MemoryPlan, ByteBudget] | None = None,
     ) -> None:
         self._store = store
         self.crawl_id = crawl_id
@@ -60,6 +64,7 @@ class CrawlRun:
         self._settings = settings
         self._metrics = metrics
         self._shutdown_timeout_s = shutdown_timeout_s
+        self._memory = memory
         self.job: runner.CrawlJob | None = None
         self.tracker = RunTracker()
         self.workers = WorkerTracker()
@@ -99,15 +104,41 @@ class CrawlRun:
             self._hosts = await self._store.host_totals(self.crawl_id)
             if self._stop_requested:
                 return False
-            self._run_task = asyncio.create_task(
-                job.run(shutdown_timeout_s=self._shutdown_timeout_s), name="crawl-run"
-            )
+            self._run_task = asyncio.create_task(self._run(job), name="crawl-run")
             return await self._run_task
         finally:
             with contextlib.suppress(Exception):
                 await self.sample(final=True)
             await asyncio.gather(*self._seeded, return_exceptions=True)
             await asyncio.to_thread(job.close)
+
+    def _run(self, job: runner.CrawlJob) -> Coroutine[Any, Any, bool]:
+        """The job's run, within the service's memory budget when it has one.
+
+        The crawl's body and links-per-page caps are lowered to the budget's (a
+        crawl may ask for less); its pages are parsed by a helper process from
+        the first one, and reserve their bytes in the budget all crawls share.
+        """
+        if self._memory is None:
+            return job.run(shutdown_timeout_s=self._shutdown_timeout_s)
+        plan, shared = self._memory
+        asked = job.settings
+        links = plan.max_links_per_page
+        if asked.max_links_per_page is not None:
+            links = min(links, asked.max_links_per_page)
+        job.settings = asked.model_copy(
+            update={
+                "max_body_bytes": min(asked.max_body_bytes, plan.max_body_bytes),
+                "max_links_per_page": links,
+            }
+        )
+        cost = PageCost(job.settings.max_body_bytes, links)
+        return job.run(
+            shutdown_timeout_s=self._shutdown_timeout_s,
+            parse_helpers=plan.helpers_per_crawl,
+            parse_helpers_after=0,
+            memory=PageMemory(shared, cost),
+        )
 
     async def _mark_seeded(self) -> None:
         await self._store.mark_seeded(self.crawl_id, time.time())

@@ -149,10 +149,12 @@ class Progress(BaseModel):
     """Live counters; from the database (at most a few seconds old) and the engine."""
 
     crawled: int = Field(description="URLs done: requested, or recorded as skipped")
-    pages: int = Field(description="pages fetched and parsed")
+    pages: int = Field(description="pages crawled with an OK answer (the report's summary.pages)")
     pending: int = Field(description="URLs waiting in the frontier")
     leased: int = Field(description="URLs taken by a worker, not done yet")
-    broken: int = Field(description="broken URLs so far")
+    broken: int = Field(
+        description="broken links so far, redirects followed (the report's summary.broken)"
+    )
     in_flight: int = Field(description="requests in flight now")
     pages_per_s: float = Field(description="pages per second (last seconds while running)")
     urls_per_s: float = Field(description="URLs done per second (last seconds while running)")

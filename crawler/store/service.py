@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from crawler.errors import UsageError
 from crawler.models import Counts
 from crawler.report.model import ReportData
+from crawler.store.crawl_stats import CrawlStats
 from crawler.store.open import is_postgres_url
 
 
@@ -131,6 +132,11 @@ class ServiceStore(Protocol):
 
     async def workers(self, crawl_id: int) -> list[WorkerRow]:
         """The processes registered on the crawl (dead ones until reclaimed)."""
+        ...
+
+    async def crawl_stats(self, crawl_id: int) -> CrawlStats | None:
+        """Per-host statistics, exclusion reasons, seeds refused as private
+        (``crawl_stats``); None before the crawl has data."""
         ...
 
     async def load_report(self, crawl_id: int, fmt: str) -> ReportData | None:

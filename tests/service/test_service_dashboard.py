@@ -130,3 +130,26 @@ async def test_an_unknown_crawl_and_a_missing_token_are_shown(
             " return e.textContent.includes('999999') ? e.textContent : null; })()"
         )
         assert "no crawl with id 999999" in error
+
+
+async def test_a_crawl_shows_its_hosts_and_why_urls_were_not_requested(
+    service: ServiceProcess, site: ThreadedSite, tmp_path: Path
+) -> None:
+    crawl_id = service.create([site.url("/")], max_retries=0, exclude=["/gone"])["id"]
+    service.wait_state(crawl_id, "finished")
+    async with Browser(tmp_path) as browser:
+        page = await browser.new_page()
+        await page.goto(f"{service.base_url}/#/crawls/{crawl_id}")
+        await _fill(page, "token", TOKEN)
+        cells = await page.wait_for(
+            "(() => { const row = document.querySelector('#hosts tbody tr');"
+            " return row ? [...row.children].map((c) => c.textContent) : null; })()"
+        )
+        assert cells[0] == site.url("/").split("/")[2]
+        assert int(cells[1]) >= 5  # requests
+        assert int(cells[5]) >= 1  # 4xx: /missing
+        reasons = await page.wait_for(
+            "(() => { const items = [...document.querySelectorAll('#exclusions li')];"
+            " return items.length ? items.map((i) => i.textContent) : null; })()"
+        )
+        assert "excluded pattern: 1" in reasons

@@ -28,6 +28,11 @@ from test_service_api import (  # the key API tests, on PostgreSQL (module docst
     test_pause_resume_cancel_and_delete,
     test_the_list_shows_every_crawl_newest_first,
 )
+from test_service_numbers import (  # the API's numbers are the report's, on PostgreSQL too
+    failing,
+    test_progress_counts_pages_and_broken_links_as_the_report_does,
+)
+from test_service_stats import test_stats_count_requests_per_host_and_exclusions_by_reason
 
 from kit import crawlkit, pgkit
 from kit.serve_site import ThreadedSite
@@ -37,6 +42,7 @@ from kit.sitekit import wait_until_sync
 from kit.workerkit import WorkerProcess, leased_urls_of, scalar
 
 __all__ = [
+    "failing",
     "test_a_crawl_runs_to_the_end_with_counters_and_reports",
     "test_crawls_beyond_max_running_queue",
     "test_deleting_a_running_crawl_stops_it_first",
@@ -44,6 +50,8 @@ __all__ = [
     "test_finished_crawls_refuse_pause_resume_and_cancel",
     "test_health_readiness_and_metrics",
     "test_pause_resume_cancel_and_delete",
+    "test_progress_counts_pages_and_broken_links_as_the_report_does",
+    "test_stats_count_requests_per_host_and_exclusions_by_reason",
     "test_the_list_shows_every_crawl_newest_first",
 ]
 

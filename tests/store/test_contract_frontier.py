@@ -712,6 +712,16 @@ async def test_robots_are_stored_per_crawl_and_host(db: Backend) -> None:
     assert await resumed.get_robots("a.test") == (404, "")
 
 
+async def test_active_time_is_committed_as_it_is_added(db: Backend) -> None:
+    # A run adds its time every few seconds (runner.ELAPSED_EVERY_S): each addition
+    # is durable at once, so a process killed later loses only what it had not added.
+    f = await db.store()
+    await f.add_elapsed(1.25)
+    assert (await db.report(f.crawl_id)).crawl.elapsed_s == 1.25
+    await f.add_elapsed(0.5)
+    assert (await db.report(f.crawl_id)).crawl.elapsed_s == 1.75
+
+
 async def test_active_time_adds_up_over_resumes(db: Backend) -> None:
     f = await db.store()
     await f.add_elapsed(1.5)

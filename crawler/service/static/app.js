@@ -10,6 +10,8 @@ const POLL_MS = 1000;
 const REPORT_EVERY_MS = 2000;
 const REPORT_BYTES_PER_S = 50000;
 const TERMINAL = new Set(["finished", "cancelled", "failed"]);
+// Per-host statistics and exclusion reasons: every 5 s while a crawl runs, once after.
+const STATS_EVERY_MS = 5000;
 
 const $ = (id) => document.getElementById(id);
 const view = {
@@ -19,6 +21,8 @@ const view = {
   reportState: null,
   reportBroken: null,
   reportWaitMs: REPORT_EVERY_MS,
+  statsAt: 0,
+  statsState: null,
 };
 
 function token() {
@@ -259,6 +263,43 @@ function renderWorkers(workers) {
   $("no-workers").hidden = rows.length !== 0;
 }
 
+async function refreshStats(crawl) {
+  if (crawl.state === "queued") return;
+  const now = Date.now();
+  const fresh = view.statsState === crawl.state;
+  if (fresh && (TERMINAL.has(crawl.state) || now - view.statsAt < STATS_EVERY_MS)) return;
+  view.statsAt = now;
+  view.statsState = crawl.state;
+  renderStats(await api("GET", "/crawls/" + crawl.id + "/stats"));
+}
+
+function renderStats(stats) {
+  const rows = (stats ? stats.hosts : []).map((h) => {
+    const row = el("tr");
+    row.dataset.host = h.host;
+    const mean = h.mean_latency_ms === null ? "" : Math.round(h.mean_latency_ms);
+    for (const value of [
+      h.host, h.requests, h.failures, h.status_2xx, h.status_3xx,
+      h.status_4xx, h.status_5xx, h.no_response, mean,
+    ]) {
+      row.appendChild(el("td", value));
+    }
+    return row;
+  });
+  $("hosts").tBodies[0].replaceChildren(...rows);
+  const items = [];
+  for (const seed of stats ? stats.refused_seeds : []) {
+    items.push(el("li", "seed refused: " + seed.url + " (" + (seed.error || "private address") + ")", "error"));
+  }
+  for (const e of stats ? stats.exclusions : []) {
+    const item = el("li", e.reason + ": " + e.count);
+    item.dataset.reason = e.reason;
+    items.push(item);
+  }
+  if (!items.length && stats) items.push(el("li", "Every URL found was requested."));
+  $("exclusions").replaceChildren(...items);
+}
+
 function groupBySource(broken) {
   const groups = new Map();
   for (const link of broken) {
@@ -321,6 +362,7 @@ async function refreshCrawl(id) {
     throw error;
   }
   renderSummary(crawl);
+  await refreshStats(crawl);
   const now = Date.now();
   const changed = view.reportState !== crawl.state || view.reportBroken !== crawl.progress.broken;
   const waited = now - view.reportAt >= view.reportWaitMs;
@@ -348,8 +390,11 @@ function route() {
     view.reportState = null;
     view.reportBroken = null;
     view.reportWaitMs = REPORT_EVERY_MS;
+    view.statsAt = 0;
+    view.statsState = null;
     showError("crawl-error", null);
     renderBroken();
+    renderStats(null);
   }
   $("list-view").hidden = id !== null;
   $("crawl-view").hidden = id === null;

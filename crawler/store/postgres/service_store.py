@@ -16,6 +16,7 @@ Both run on the caller's event loop with a small pool of their own.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -23,7 +24,9 @@ from typing import Any
 from crawler.config import DEFAULT_LEASE_TTL_S
 from crawler.errors import UsageError
 from crawler.report.model import ReportData
+from crawler.store import crawl_stats as stats
 from crawler.store import liveness
+from crawler.store.crawl_stats import CrawlStats
 from crawler.store.postgres import report as pg_report
 from crawler.store.postgres import schema
 from crawler.store.postgres.frontier import read_counts
@@ -182,12 +185,28 @@ class PostgresServiceStore:
             if row is None:
                 return None
             counts = await read_counts(conn, crawl_id)
+            # The report's pages and broken (as reads.snapshot on SQLite): one definition.
+            summary = await pg_report.summary(conn, crawl_id)
+        counts = dataclasses.replace(counts, pages=summary.pages, broken=summary.broken)
         return Snapshot(counts, float(row[1]), row[0] == "finished")
 
     async def host_totals(self, crawl_id: int) -> dict[str, tuple[int, int]]:
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(_HOST_TOTALS, crawl_id)
         return {host: (int(total), int(errors)) for host, total, errors in rows}
+
+    async def crawl_stats(self, crawl_id: int) -> CrawlStats | None:
+        async with self._pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
+            if await conn.fetchval("SELECT 1 FROM crawl WHERE id = $1", crawl_id) is None:
+                return None
+            hosts = await conn.fetch(stats.HOST_STATS_SQL.format(p="$1"), crawl_id)
+            excluded = await conn.fetch(stats.EXCLUSIONS_SQL.format(p="$1"), crawl_id)
+            refused = await conn.fetch(stats.REFUSED_SQL.format(p="$1"), crawl_id)
+        return CrawlStats(
+            stats.host_stats(hosts),
+            stats.exclusions(excluded),
+            [(r[0], r[1]) for r in refused],
+        )
 
     async def workers(self, crawl_id: int) -> list[WorkerRow]:
         async with self._pool.acquire() as conn:

@@ -8,12 +8,16 @@ the documented SQL interface.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 from crawler.models import Counts
 from crawler.report.model import ReportData
+from crawler.store import crawl_stats as stats
+from crawler.store.crawl_stats import CrawlStats
 from crawler.store.service import Snapshot, WorkerRow
-from crawler.store.sqlite import crawls, db
+from crawler.store.sqlite import crawls, db, results
 from crawler.store.sqlite import report as sqlite_report
 from crawler.store.sqlite.frontier import Frontier
 
@@ -30,11 +34,19 @@ GROUP BY host
 
 
 def snapshot(path: Path) -> Snapshot:
-    """Counters of the (one) crawl in ``path``."""
+    """Counters of the (one) crawl in ``path``, read in one transaction.
+
+    ``pages`` and ``broken`` are the report's (``results.summary``): pages
+    crawled with an OK answer; broken URLs with redirects followed and links
+    to a missing #fragment; so the API and every report agree.
+    """
     conn = db.open_reader(path)
     try:
+        conn.execute("BEGIN")
         record = crawls.get(conn)
         counts = Frontier(conn, record.id).counts()
+        summary = results.summary(conn, record.id)
+        counts = dataclasses.replace(counts, pages=summary.pages, broken=summary.broken)
         return Snapshot(counts, record.elapsed_s, record.state == "finished")
     finally:
         conn.close()
@@ -54,6 +66,25 @@ def host_totals(path: Path) -> dict[str, tuple[int, int]]:
     finally:
         conn.close()
     return {host: (int(total), int(errors or 0)) for host, total, errors in rows}
+
+
+def crawl_stats(path: Path) -> CrawlStats:
+    """Per-host statistics, exclusion reasons and refused seeds of the crawl in ``path``."""
+    conn = db.open_reader(path)
+    try:
+        conn.execute("BEGIN")
+        crawl_id = crawls.get(conn).id
+
+        def run(sql: str) -> list[Any]:
+            return conn.execute(sql.format(p="?1"), (crawl_id,)).fetchall()
+
+        return CrawlStats(
+            stats.host_stats(run(stats.HOST_STATS_SQL)),
+            stats.exclusions(run(stats.EXCLUSIONS_SQL)),
+            [(url, error) for url, error in run(stats.REFUSED_SQL)],
+        )
+    finally:
+        conn.close()
 
 
 def workers(path: Path) -> list[WorkerRow]:

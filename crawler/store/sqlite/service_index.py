@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from crawler.errors import ForeignDatabaseError, StoreError, UsageError
 from crawler.report.model import ReportData
+from crawler.store.crawl_stats import CrawlStats
 from crawler.store.service import CrawlTarget, Entry, Snapshot, WorkerRow
 from crawler.store.sqlite import crawls, db, reads
 from crawler.store.sqlite.db import atomic
@@ -212,6 +213,12 @@ class SqliteServiceStore:
         if not path.exists():
             return {}
         return await asyncio.to_thread(reads.host_totals, path)
+
+    async def crawl_stats(self, crawl_id: int) -> CrawlStats | None:
+        path = self.path_of(crawl_id)
+        if not path.exists():
+            return None
+        return await asyncio.to_thread(reads.crawl_stats, path)
 
     async def workers(self, crawl_id: int) -> list[WorkerRow]:
         path = self.path_of(crawl_id)
