@@ -20,16 +20,19 @@ def render(data: ReportData) -> str:
         f"{s.redirected} redirected, {s.skipped} skipped, {s.excluded} excluded "
         f"in {data.crawl.elapsed_s:.1f}s ({data.pages_per_s:.1f} pages/s, {state})"
     ]
-    by_source: defaultdict[str, list[BrokenLink]] = defaultdict(list)
+    # Shown as ``source:line:column``; the plain source says whether it was rendered.
+    by_source: defaultdict[str, list[tuple[BrokenLink, str]]] = defaultdict(list)
     for link in data.broken:
-        shown = [where.shown for where in link.locations] or link.sources or [SEED_SOURCE]
-        for source in shown:
-            by_source[source].append(link)
+        places = [(where.shown, where.source) for where in link.locations] or [
+            (source, source) for source in link.sources or [SEED_SOURCE]
+        ]
+        for shown, source in places:
+            by_source[shown].append((link, source))
     rendered = data.rendered_edges()
-    for source in sorted(by_source):
+    for shown in sorted(by_source):
         lines.append("")
-        lines.append(source)
-        for link in by_source[source]:
+        lines.append(shown)
+        for link, source in by_source[shown]:
             mark = f"  ({RENDERED_NOTE})" if (link.url, source) in rendered else ""
             lines.append(f"  ✗ {link.url}  [{reason(link.status, link.error)}]{mark}")
     if data.render_issues:
