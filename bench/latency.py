@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Real latency: the crawler against a site whose every response takes 50 ms.
+
+    .venv/bin/python bench/latency.py [--pages 2000] [--delay-ms 50] [--concurrency 8,64]
+
+nginx serves the synthetic site on loopback; between it and the crawler sits a
+delaying proxy, also on loopback, made and removed by this script: a TCP
+relay (asyncio, in a thread of this process) that holds each response until
+``--delay-ms`` after the request that asked for it arrived, as a distant
+server would. For each ``--host-concurrency`` C (``--max-concurrency`` C too)
+the bound is C / delay requests per second: C requests in flight, each taking
+the delay. The figures are the server's: requests/s and pages/s between the
+first and the last request in nginx's access log, against that bound (target:
+90% of it), then the whole run's wall time, start-up and exit included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import measure
+import serve
+import sitegen
+from measure import OUT, log
+from run import crawler_command
+
+READ_CHUNK = 64 * 1024
+
+
+class DelayProxy:
+    """A TCP relay on 127.0.0.1 whose responses arrive ``delay_s`` after their request."""
+
+    def __init__(self, upstream: tuple[str, int], delay_s: float) -> None:
+        self.upstream = upstream
+        self.delay_s = delay_s
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server: asyncio.Server | None = None
+        self.connections = 0
+
+    def __enter__(self) -> DelayProxy:
+        self._thread.start()
+        started = asyncio.run_coroutine_threadsafe(self._start(), self._loop)
+        self.port = started.result(timeout=10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _start(self) -> int:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0, backlog=1024)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def _stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+
+    async def _relay(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            up_r, up_w = await asyncio.open_connection(*self.upstream)
+        except OSError:
+            client_w.close()
+            return
+        asked_at = [0.0]  # when the request being answered arrived (no pipelining over HTTP/1.1)
+
+        async def requests() -> None:
+            while chunk := await client_r.read(READ_CHUNK):
+                asked_at[0] = time.monotonic()
+                up_w.write(chunk)
+                await up_w.drain()
+            up_w.write_eof()
+
+        async def responses() -> None:
+            while chunk := await up_r.read(READ_CHUNK):
+                wait = asked_at[0] + self.delay_s - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                client_w.write(chunk)
+                await client_w.drain()
+            client_w.close()
+
+        tasks = [asyncio.create_task(requests()), asyncio.create_task(responses())]
+        try:
+            await asyncio.gather(*tasks)
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            for task in tasks:
+                task.cancel()
+            up_w.close()
+            client_w.close()
+
+
+def measure_one(
+    site_dir: Path, run_dir: Path, concurrency: int, delay_s: float, args: argparse.Namespace
+) -> dict[str, object]:
+    work = run_dir / f"c{concurrency}"
+    work.mkdir(parents=True)
+    with serve.Server(
+        [site_dir / "site", site_dir / "ext"], kind=args.server, workdir=work / "server"
+    ) as server:
+        upstream_addr, upstream_port = server.addresses[0]
+        with DelayProxy((upstream_addr, upstream_port), delay_s) as proxy:
+            db = work / "crawl.db"
+            cmd = crawler_command(
+                proxy.origin + "/", db, work / "report.json", concurrency, args.crawler_arg
+            )
+            log(f"crawling via the proxy: C={concurrency}, delay {delay_s * 1000:.0f} ms")
+            proxy_cpu = time.process_time()  # this process: the proxy's thread, and the sampler
+            m = measure.run_measured(
+                cmd,
+                timeout_s=args.timeout_s,
+                stdout=work / "crawler.stdout",
+                stderr=work / "crawler.stderr",
+                env=measure.loopback_env(),
+            )
+            connections = proxy.connections
+            proxy_cpu = time.process_time() - proxy_cpu
+        server.stop()
+        entries = list(server.entries())
+    host = f"{upstream_addr}:{upstream_port}"
+    main = [e for e in entries if e.host == host]
+    stats = measure.log_stats(main)
+    pages = measure.pages_fetched(entries, host)
+    span = (stats.last_at or 0.0) - (stats.first_at or 0.0)
+    bound = concurrency / delay_s
+    req_rate = stats.requests / span if span > 0 else 0.0
+    return {
+        "concurrency": concurrency,
+        "delay_ms": round(delay_s * 1000),
+        "returncode": m.returncode,
+        "pages": pages,
+        "requests": stats.requests,
+        "duplicates": stats.duplicate_requests,
+        "span_s": round(span, 2),
+        "wall_s": round(m.wall_s, 2),
+        "cpu_s": m.cpu_s,
+        "bound_requests_per_s": round(bound, 1),
+        "requests_per_s": round(req_rate, 1),
+        "of_bound": round(req_rate / bound, 3),
+        "pages_per_s": round(pages / span, 1) if span > 0 else 0.0,
+        "pages_per_s_wall": round(pages / m.wall_s, 1) if m.wall_s else 0.0,
+        "bound_pages_per_s": round(bound * pages / stats.requests, 1) if stats.requests else 0.0,
+        "proxy_connections": connections,
+        "proxy_cpu_s": round(proxy_cpu, 2),
+        "requests_per_s_by_tenth": _rate_by_tenth([e.at for e in main]),
+        "peak_rss_mb": round(m.peak_rss_bytes / 1e6, 1),
+    }
+
+
+def _rate_by_tenth(times: list[float]) -> list[int]:
+    """Requests/s over each tenth of the requests: the start (one page known) is slower."""
+    times.sort()
+    if len(times) < 20:
+        return []
+    rates = []
+    for k in range(10):
+        start, end = k * len(times) // 10, (k + 1) * len(times) // 10 - 1
+        span = times[end] - times[start]
+        rates.append(round((end - start) / span) if span > 0 else 0)
+    return rates
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--pages", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--delay-ms", type=float, default=50.0)
+    parser.add_argument("--concurrency", default="8,64", help="comma-separated host concurrencies")
+    parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
+    parser.add_argument("--timeout-s", type=float, default=600.0)
+    parser.add_argument("--crawler-arg", action="append", default=[], help="extra crawler flag")
+    args = parser.parse_args(argv)
+    measure.install_signal_exit()
+    site_dir = OUT / f"site-n{args.pages}-s{args.seed}"
+    sitegen.generate(site_dir, args.pages, args.seed)
+    run_dir = OUT / f"latency-n{args.pages}-{os.getpid()}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    rows = []
+    try:
+        for c in (int(x) for x in args.concurrency.split(",")):
+            rows.append(measure_one(site_dir, run_dir, c, args.delay_ms / 1000, args))
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    print(f"\n== {args.pages} pages, every response {args.delay_ms:.0f} ms late (delaying proxy)")
+    print(
+        f"  {'C':>4}{'bound req/s':>13}{'req/s':>9}{'of bound':>10}{'pages/s':>9}"
+        f"{'page bound':>12}{'wall s':>8}{'CPU s':>7}{'requests':>10}{'dup':>5}{'conns':>7}"
+    )
+    for r in rows:
+        print(
+            f"  {r['concurrency']:>4}{r['bound_requests_per_s']:>13}{r['requests_per_s']:>9}"
+            f"{r['of_bound']:>10.0%}{r['pages_per_s']:>9}{r['bound_pages_per_s']:>12}"
+            f"{r['wall_s']:>8}{r['cpu_s']:>7}{r['requests']:>10}{r['duplicates']:>5}"
+            f"{r['proxy_connections']:>7}"
+        )
+        print(
+            f"      req/s by tenth: {r['requests_per_s_by_tenth']}; proxy CPU {r['proxy_cpu_s']} s"
+        )
+    print(
+        "  req/s and pages/s between the server's first and last request; bound: C / delay\n"
+        "  requests/s (pages: the same times pages per request); target: 90% of the bound"
+    )
+    measure.append_result(
+        {"bench": "latency", "n": args.pages, "rows": rows, "rev": measure.git_rev(),
+         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    )  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
