@@ -21,8 +21,9 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
+import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -36,51 +37,56 @@ READ_CHUNK = 64 * 1024
 
 
 class DelayProxy:
-    """A TCP relay on 127.0.0.1 whose responses arrive ``delay_s`` after their request."""
+    """A TCP relay on 127.0.0.1 whose responses arrive ``delay_s`` after their request.
+
+    It runs in a process of its own (``latency.py --proxy``, on uvloop when
+    installed): in a thread of this one it would wait for the GIL behind the
+    sampler, adding its own latency to the delay.
+    """
 
     def __init__(self, upstream: tuple[str, int], delay_s: float) -> None:
         self.upstream = upstream
         self.delay_s = delay_s
         self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._server: asyncio.Server | None = None
-        self.connections = 0
+        self._proc: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> DelayProxy:
-        self._thread.start()
-        started = asyncio.run_coroutine_threadsafe(self._start(), self._loop)
-        self.port = started.result(timeout=10)
+        self._proc = subprocess.Popen(
+            [sys.executable, __file__, "--proxy", f"{self.upstream[0]}:{self.upstream[1]}",
+             "--delay-ms", str(self.delay_s * 1000)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        assert self._proc.stdout is not None
+        self.port = int(self._proc.stdout.readline())
         return self
 
     def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        self._loop.close()
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(timeout=10)
+
+    def cpu_s(self) -> float:
+        """The proxy's CPU time so far (user + system)."""
+        assert self._proc is not None
+        fields = Path(f"/proc/{self._proc.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     @property
     def origin(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    async def _start(self) -> int:
-        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0, backlog=1024)
-        return int(self._server.sockets[0].getsockname()[1])
 
-    async def _stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
+async def serve_proxy(upstream: tuple[str, int], delay_s: float) -> None:
+    """Relay 127.0.0.1:<free port> to ``upstream``, each response ``delay_s`` late."""
 
-    async def _relay(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        self.connections += 1
+    async def relay(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         try:
-            up_r, up_w = await asyncio.open_connection(*self.upstream)
+            up_r, up_w = await asyncio.open_connection(*upstream)
         except OSError:
             client_w.close()
             return
-        asked_at = [0.0]  # when the request being answered arrived (no pipelining over HTTP/1.1)
+        asked_at = [0.0]  # when the request being answered arrived (HTTP/1.1: no pipelining)
 
         async def requests() -> None:
             while chunk := await client_r.read(READ_CHUNK):
@@ -91,7 +97,7 @@ class DelayProxy:
 
         async def responses() -> None:
             while chunk := await up_r.read(READ_CHUNK):
-                wait = asked_at[0] + self.delay_s - time.monotonic()
+                wait = asked_at[0] + delay_s - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
                 client_w.write(chunk)
@@ -109,6 +115,25 @@ class DelayProxy:
             up_w.close()
             client_w.close()
 
+    server = await asyncio.start_server(relay, "127.0.0.1", 0, backlog=1024)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+def run_proxy(upstream: str, delay_ms: float) -> int:
+    host, _, port = upstream.rpartition(":")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    with contextlib.suppress(KeyboardInterrupt):
+        runner(serve_proxy((host, int(port)), delay_ms / 1000))
+    return 0
+
 
 def measure_one(
     site_dir: Path, run_dir: Path, concurrency: int, delay_s: float, args: argparse.Namespace
@@ -125,7 +150,6 @@ def measure_one(
                 proxy.origin + "/", db, work / "report.json", concurrency, args.crawler_arg
             )
             log(f"crawling via the proxy: C={concurrency}, delay {delay_s * 1000:.0f} ms")
-            proxy_cpu = time.process_time()  # this process: the proxy's thread, and the sampler
             m = measure.run_measured(
                 cmd,
                 timeout_s=args.timeout_s,
@@ -133,8 +157,7 @@ def measure_one(
                 stderr=work / "crawler.stderr",
                 env=measure.loopback_env(),
             )
-            connections = proxy.connections
-            proxy_cpu = time.process_time() - proxy_cpu
+            proxy_cpu = proxy.cpu_s()
         server.stop()
         entries = list(server.entries())
     host = f"{upstream_addr}:{upstream_port}"
@@ -160,7 +183,6 @@ def measure_one(
         "pages_per_s": round(pages / span, 1) if span > 0 else 0.0,
         "pages_per_s_wall": round(pages / m.wall_s, 1) if m.wall_s else 0.0,
         "bound_pages_per_s": round(bound * pages / stats.requests, 1) if stats.requests else 0.0,
-        "proxy_connections": connections,
         "proxy_cpu_s": round(proxy_cpu, 2),
         "requests_per_s_by_tenth": _rate_by_tenth([e.at for e in main]),
         "peak_rss_mb": round(m.peak_rss_bytes / 1e6, 1),
@@ -188,8 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", default="8,64", help="comma-separated host concurrencies")
     parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
     parser.add_argument("--timeout-s", type=float, default=600.0)
+    parser.add_argument("--keep", action="store_true", help="keep the crawl databases and logs")
     parser.add_argument("--crawler-arg", action="append", default=[], help="extra crawler flag")
+    parser.add_argument("--proxy", metavar="HOST:PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.proxy:  # the delaying proxy's own process (DelayProxy)
+        return run_proxy(args.proxy, args.delay_ms)
     measure.install_signal_exit()
     site_dir = OUT / f"site-n{args.pages}-s{args.seed}"
     sitegen.generate(site_dir, args.pages, args.seed)
@@ -203,7 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        if args.keep:
+            log(f"kept {run_dir}")
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
     print(f"\n== {args.pages} pages, every response {args.delay_ms:.0f} ms late (delaying proxy)")
     print(
         f"  {'C':>4}{'bound req/s':>13}{'req/s':>9}{'of bound':>10}{'pages/s':>9}"
@@ -214,7 +243,6 @@ def main(argv: list[str] | None = None) -> int:
             f"  {r['concurrency']:>4}{r['bound_requests_per_s']:>13}{r['requests_per_s']:>9}"
             f"{r['of_bound']:>10.0%}{r['pages_per_s']:>9}{r['bound_pages_per_s']:>12}"
             f"{r['wall_s']:>8}{r['cpu_s']:>7}{r['requests']:>10}{r['duplicates']:>5}"
-            f"{r['proxy_connections']:>7}"
         )
         print(
             f"      req/s by tenth: {r['requests_per_s_by_tenth']}; proxy CPU {r['proxy_cpu_s']} s"

@@ -79,6 +79,7 @@ def crawl_and_measure(
     timeout_s: float,
     extra_args: list[str],
     profile: bool = False,
+    profile_native: bool = False,
 ) -> dict[str, object]:
     """Crawl ``url`` (served by ``server``), stop the server, and gather the figures."""
     db = run_dir / "crawl.db"
@@ -92,8 +93,11 @@ def crawl_and_measure(
         cmd = [
             ensure_py_spy(),
             "record",
-            "--nonblocking",
+            # Native frames need the process paused while sampled.
+            *([] if profile_native else ["--nonblocking"]),
             "--threads",
+            "--subprocesses",  # the parse helpers too
+            *(["--native"] if profile_native else []),
             "--rate",
             "100",
             "--format",
@@ -281,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
     parser.add_argument("--check", action="store_true", help="exit 1 unless the crawl is exact")
     parser.add_argument("--profile", action="store_true", help="run the crawler under py-spy")
+    parser.add_argument("--native", action="store_true", help="with --profile: native frames too")
     parser.add_argument(
         "--crawler-arg", action="append", default=[], help="extra crawler flag (repeatable)"
     )
@@ -310,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
                 timeout_s=args.timeout_s,
                 extra_args=args.crawler_arg,
                 profile=args.profile,
+                profile_native=args.native,
             )
     except KeyboardInterrupt:
         log("interrupted")
