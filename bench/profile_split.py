@@ -30,7 +30,7 @@ from pathlib import Path
 COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("wait", ("epoll_wait", "epoll_pwait", "futex", "sem_wait", "sem_timedwait", "pthread_cond",
               "take_gil", "poll (libc", "select (libc", "__GI___poll",
-              "do_futex_wait", "clock_nanosleep")),
+              "do_futex_wait", "clock_nanosleep", "PyThread_acquire_lock_timed")),
     ("storage", ("crawler/store/", "sqlite3", "libsqlite3", "_sqlite3")),
     ("url", ("crawler/urls.py", "crawler/scope.py")),
     ("parse", ("selectolax", "lexbor", "crawler/extract", "decode_html")),

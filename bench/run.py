@@ -39,10 +39,16 @@ PROFILE_TOP = 15
 
 
 def crawler_command(
-    url: str, db: Path, report: Path, concurrency: int, extra: list[str]
+    url: str,
+    db: Path,
+    report: Path,
+    concurrency: int,
+    extra: list[str],
+    python: str | None = None,
 ) -> list[str]:
+    """The crawl; with ``python``, run as ``python -m crawler.cli`` (another checkout's)."""
     return [
-        str(VENV_BIN / "crawler"),
+        *([python, "-m", "crawler.cli"] if python else [str(VENV_BIN / "crawler")]),
         "crawl",
         url,
         "--db",
@@ -80,6 +86,7 @@ def crawl_and_measure(
     extra_args: list[str],
     profile: bool = False,
     profile_native: bool = False,
+    python: str | None = None,
 ) -> dict[str, object]:
     """Crawl ``url`` (served by ``server``), stop the server, and gather the figures."""
     db = run_dir / "crawl.db"
@@ -87,7 +94,8 @@ def crawl_and_measure(
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     report_path = run_dir / "report.json"
     report_path.unlink(missing_ok=True)
-    cmd = crawler_command(url, db, report_path, concurrency, extra_args)
+    measure.compile_package()
+    cmd = crawler_command(url, db, report_path, concurrency, extra_args, python)
     profile_path = run_dir / "profile.txt"
     if profile:
         cmd = [
@@ -285,6 +293,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
     parser.add_argument("--check", action="store_true", help="exit 1 unless the crawl is exact")
     parser.add_argument("--profile", action="store_true", help="run the crawler under py-spy")
+    parser.add_argument(
+        "--crawler-python",
+        metavar="PYTHON",
+        help="run `PYTHON -m crawler.cli` instead of .venv/bin/crawler: the crawler of another "
+        "checkout, for a before/after in one session",
+    )
     parser.add_argument("--native", action="store_true", help="with --profile: native frames too")
     parser.add_argument(
         "--crawler-arg", action="append", default=[], help="extra crawler flag (repeatable)"
@@ -316,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                 extra_args=args.crawler_arg,
                 profile=args.profile,
                 profile_native=args.native,
+                python=args.crawler_python,
             )
     except KeyboardInterrupt:
         log("interrupted")

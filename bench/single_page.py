@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
     args = parser.parse_args(argv)
     measure.install_signal_exit()
+    measure.compile_package()
     lychee_problem = compare.install_lychee()
     if lychee_problem:
         log(f"lychee skipped: {lychee_problem}")
