@@ -47,6 +47,8 @@ def component(frames: list[str]) -> str:
     # an unnamed libc frame: the last few frames decide "wait".
     if any(marker in frame for frame in frames[-3:] for marker in COMPONENTS[0][1]):
         return "wait"
+    if frames[-1].startswith("read (") and any("_read_frame" in frame for frame in frames):
+        return "wait"  # a parse helper blocked on its pipe, waiting for the next page
     for frame in reversed(frames):
         for name, markers in COMPONENTS[1:]:
             if any(marker in frame for marker in markers):

@@ -87,3 +87,11 @@ def test_a_usage_error_imports_none_of_the_crawl() -> None:
 
     assert code == 3
     assert [m for m in CRAWL_MODULES if imported(modules, m)] == []
+
+
+def test_the_format_names_are_the_registry_s() -> None:
+    # FORMATS is a literal so --help need not import the formats' modules.
+    from crawler import report
+
+    assert tuple(report.registry()) == report.FORMATS
+    assert report.registry() == report.REGISTRY
