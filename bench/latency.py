@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n== {args.pages} pages, every response {args.delay_ms:.0f} ms late (delaying proxy)")
     print(
         f"  {'C':>4}{'bound req/s':>13}{'req/s':>9}{'of bound':>10}{'pages/s':>9}"
-        f"{'page bound':>12}{'wall s':>8}{'CPU s':>7}{'requests':>10}{'dup':>5}{'conns':>7}"
+        f"{'page bound':>12}{'wall s':>8}{'CPU s':>7}{'requests':>10}{'dup':>5}"
     )
     for r in rows:
         print(
