@@ -34,6 +34,23 @@ from measure import OUT, log
 from run import crawler_command
 
 READ_CHUNK = 64 * 1024
+# The set-up's floor: a minimal aiohttp client sending the same number of
+# requests through the same proxy with the same concurrency, nothing else.
+FLOOR_CLIENT = """
+import asyncio, sys, time, aiohttp, uvloop
+async def main(origin, paths, concurrency):
+    todo = list(reversed(paths))
+    async with aiohttp.ClientSession() as session:
+        async def worker():
+            while todo:
+                async with session.head(origin + todo.pop(), allow_redirects=False) as r:
+                    await r.read()
+        started = time.monotonic()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        print(len(paths) / (time.monotonic() - started))
+paths = sys.stdin.read().split()
+uvloop.run(main(sys.argv[1], paths, int(sys.argv[2])))
+"""
 
 
 class DelayProxy:
@@ -158,8 +175,10 @@ def measure_one(
                 env=measure.loopback_env(),
             )
             proxy_cpu = proxy.cpu_s()
+            floor_started = time.time()  # the floor's requests are not the crawl's
+            floor = floor_rate(proxy.origin, concurrency, requests=2 * args.pages)
         server.stop()
-        entries = list(server.entries())
+        entries = [e for e in server.entries() if e.at < floor_started]
     host = f"{upstream_addr}:{upstream_port}"
     main = [e for e in entries if e.host == host]
     stats = measure.log_stats(main)
@@ -184,9 +203,30 @@ def measure_one(
         "pages_per_s_wall": round(pages / m.wall_s, 1) if m.wall_s else 0.0,
         "bound_pages_per_s": round(bound * pages / stats.requests, 1) if stats.requests else 0.0,
         "proxy_cpu_s": round(proxy_cpu, 2),
+        "floor_requests_per_s": round(floor, 1),
+        "of_floor": round(req_rate / floor, 3) if floor else None,
         "requests_per_s_by_tenth": _rate_by_tenth([e.at for e in main]),
         "peak_rss_mb": round(m.peak_rss_bytes / 1e6, 1),
     }
+
+
+def floor_rate(origin: str, concurrency: int, *, requests: int) -> float:
+    """Requests/s of a minimal aiohttp client through the proxy (the set-up's own limit)."""
+    paths = [sitegen.page_path(i % max(requests // 2, 1)) for i in range(requests)]
+    done = subprocess.run(
+        [sys.executable, "-c", FLOOR_CLIENT, origin, str(concurrency)],
+        input="\n".join(paths),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env=measure.loopback_env(),
+    )
+    try:
+        return float(done.stdout.strip())
+    except ValueError:
+        log(f"floor client failed: {done.stderr.strip()[-300:]}")
+        return 0.0
 
 
 def _rate_by_tenth(times: list[float]) -> list[int]:
@@ -246,6 +286,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(
             f"      req/s by tenth: {r['requests_per_s_by_tenth']}; proxy CPU {r['proxy_cpu_s']} s"
+        )
+        print(
+            f"      floor (a bare aiohttp client, same proxy, same C): {r['floor_requests_per_s']}"
+            f" req/s; the crawler at {r['of_floor']:.0%} of it"
         )
     print(
         "  req/s and pages/s between the server's first and last request; bound: C / delay\n"
