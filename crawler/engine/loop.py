@@ -22,7 +22,7 @@ import sys
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import structlog
@@ -128,6 +128,7 @@ class Engine:
         self._ready: OrderedDict[str, deque[LeasedUrl]] = OrderedDict()
         self._buffered = 0
         self._running: set[asyncio.Task[None]] = set()
+        self._fetching = 0  # of _running, those whose request is not answered yet
         self._outcomes: list[Outcome] = []
         self._committing = 0
         self._writer_wake = asyncio.Event()
@@ -250,11 +251,19 @@ class Engine:
     def _dispatch(self) -> None:
         """Start fetches round-robin across hosts while slots are free."""
         limit = self._settings.max_concurrency
+        # Tasks past their request (a page being parsed) hold no slot, but
+        # there are at most as many of them as of requests: memory stays bounded.
+        tasks_limit = 2 * limit
         backlog_limit = MAX_COMMIT_BATCH * 2
-        while self._ready and len(self._running) < limit and len(self._outcomes) < backlog_limit:
+        while (
+            self._ready
+            and self._fetching < limit
+            and len(self._running) < tasks_limit
+            and len(self._outcomes) < backlog_limit
+        ):
             started = False
             for host in list(self._ready):
-                if len(self._running) >= limit:
+                if self._fetching >= limit or len(self._running) >= tasks_limit:
                     break
                 if self._checked is not None and self._checked.holds(host):
                     continue  # its robots.txt is being read, for its Crawl-delay
@@ -266,13 +275,14 @@ class Engine:
                 if not queue:
                     del self._ready[host]
                 self._buffered -= 1
+                self._fetching += 1
                 task = asyncio.create_task(self._process(row))
                 self._running.add(task)
                 task.add_done_callback(self._running.discard)
                 started = True
             if not started:
                 break
-        self.stats.in_flight = len(self._running)
+        self.stats.in_flight = self._fetching
 
     def _wake_when_ready(self, host: str) -> None:
         """A host waits for its interval or pause: look again when it is over."""
@@ -315,15 +325,26 @@ class Engine:
     # -- one URL ---------------------------------------------------------------
 
     async def _process(self, row: LeasedUrl) -> None:
+        answered = False
+
+        def on_answered() -> None:
+            """The host's slot is free once its answer is in, before the body is parsed."""
+            nonlocal answered
+            if not answered:
+                answered = True
+                self._fetching -= 1
+                self._gate.release(row.host)
+                self._wake.set()
+
         try:
-            outcome = await self._fetch_and_build(row)
+            outcome = await self._fetch_and_build(row, on_answered)
         finally:
-            self._gate.release(row.host)
+            on_answered()
         self._outcomes.append(outcome)
         self._writer_wake.set()
         self._wake.set()
 
-    async def _fetch_and_build(self, row: LeasedUrl) -> Outcome:
+    async def _fetch_and_build(self, row: LeasedUrl, on_answered: Callable[[], None]) -> Outcome:
         try:
             if (
                 row.kind == UrlKind.PAGE
@@ -336,6 +357,7 @@ class Engine:
                 fetched = await self._fetcher.fetch_page(row.url)
             else:
                 fetched = await self._fetcher.check(row.url, row.host)
+            on_answered()  # parsing is no request: another may start meanwhile
             parsed = None
             if wants_parse(row, fetched, self._policy):
                 parsed = await self._parse_elsewhere(row, fetched)
