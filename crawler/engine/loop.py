@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import sys
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -52,30 +51,9 @@ IDLE_POLL_S = 1.0
 # 50 ms-latency proxy at --host-concurrency 8 (bench/latency.py): 73% of the
 # bound C / delay with 5 ms, 81% with 0.5 ms.
 GIL_SWITCH_INTERVAL_S = 0.0005
-GC_THRESHOLD = 10_000  # allocations between young collections (CPython's default: 700)
 # Parse helpers start once this many pages were parsed here: a small crawl
 # is over before a helper would have paid for its start (~0.3 s, ~25 MB).
 PARSE_HELPERS_AFTER_PAGES = 1000
-
-
-@contextlib.contextmanager
-def fewer_collections() -> Iterator[None]:
-    """Fewer, cheaper cyclic garbage collections while crawling (restored after).
-
-    What exists when the crawl starts (modules, settings, the scope) lives as
-    long as the crawl: frozen, full collections no longer walk it. A page's
-    records are short-lived and mostly acyclic (reference counting frees them),
-    yet each of the ~50 a page allocates counts toward the next collection:
-    a larger first threshold collects ten times less often.
-    """
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(GC_THRESHOLD, *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
 
 
 @dataclass(slots=True)
@@ -150,11 +128,10 @@ class Engine:
         """Crawl until finished (True) or stopped (False). Leases are released on stop."""
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(switch_interval, GIL_SWITCH_INTERVAL_S))
-        with fewer_collections():
-            try:
-                finished = await self._run()
-            finally:
-                sys.setswitchinterval(switch_interval)
+        try:
+            finished = await self._run()
+        finally:
+            sys.setswitchinterval(switch_interval)
         stats = self.stats
         log.info(
             "engine_stopped",

@@ -11,7 +11,6 @@ killed) ends the process, so it never outlives its crawler.
 from __future__ import annotations
 
 import contextlib
-import gc
 import pickle
 import signal
 import struct
@@ -24,7 +23,6 @@ from crawler.outcome import parse_body
 
 FRAME = struct.Struct("!I")  # payload length, then the pickle
 PROTOCOL = pickle.HIGHEST_PROTOCOL
-GC_THRESHOLD = 10_000  # as the crawler's (crawler.engine.loop.fewer_collections)
 
 # What crosses the pipe: plain tuples, cheaper to pickle than the records.
 Request = tuple[int, LeasedUrl, str | None, str | None, bytes]  # id, row, type, robots, body
@@ -84,8 +82,6 @@ def main() -> None:
     # helper killed under it would cost the pages it holds a second parse.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    gc.freeze()  # the modules and the scope live as long as the helper: never collected
-    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
     with contextlib.suppress(BrokenPipeError):  # the crawler is gone
         serve(sys.stdin.buffer, sys.stdout.buffer)
 
