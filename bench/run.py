@@ -39,10 +39,16 @@ PROFILE_TOP = 15
 
 
 def crawler_command(
-    url: str, db: Path, report: Path, concurrency: int, extra: list[str]
+    url: str,
+    db: Path,
+    report: Path,
+    concurrency: int,
+    extra: list[str],
+    python: str | None = None,
 ) -> list[str]:
+    """The crawl; with ``python``, run as ``python -m crawler.cli`` (another checkout's)."""
     return [
-        str(VENV_BIN / "crawler"),
+        *([python, "-m", "crawler.cli"] if python else [str(VENV_BIN / "crawler")]),
         "crawl",
         url,
         "--db",
@@ -79,6 +85,8 @@ def crawl_and_measure(
     timeout_s: float,
     extra_args: list[str],
     profile: bool = False,
+    profile_native: bool = False,
+    python: str | None = None,
 ) -> dict[str, object]:
     """Crawl ``url`` (served by ``server``), stop the server, and gather the figures."""
     db = run_dir / "crawl.db"
@@ -86,14 +94,18 @@ def crawl_and_measure(
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     report_path = run_dir / "report.json"
     report_path.unlink(missing_ok=True)
-    cmd = crawler_command(url, db, report_path, concurrency, extra_args)
+    measure.compile_package()
+    cmd = crawler_command(url, db, report_path, concurrency, extra_args, python)
     profile_path = run_dir / "profile.txt"
     if profile:
         cmd = [
             ensure_py_spy(),
             "record",
-            "--nonblocking",
+            # Native frames need the process paused while sampled.
+            *([] if profile_native else ["--nonblocking"]),
             "--threads",
+            "--subprocesses",  # the parse helpers too
+            *(["--native"] if profile_native else []),
             "--rate",
             "100",
             "--format",
@@ -143,6 +155,8 @@ def crawl_and_measure(
         "elapsed_s": round(m.wall_s, 2),
         "crawler_elapsed_s": report.get("crawl", {}).get("elapsed_s"),
         "pages_per_s": round(pages / m.wall_s, 1) if m.wall_s > 0 else 0.0,
+        "cpu_s": m.cpu_s,
+        "cpu_ms_per_page": round(1000 * m.cpu_s / pages, 3) if pages else None,
         "pages_per_s_by_tenth": measure.page_rate_by_tenth(entries, host),
         "peak_rss_mb": round(m.peak_rss_bytes / 1e6, 1),
         "rss_mb_by_quarter": m.rss_by_quarter(),
@@ -233,6 +247,7 @@ def print_figures(title: str, fig: dict[str, object], extra_lines: list[str]) ->
         ("elapsed", f"{fig['elapsed_s']} s (crawler's own: {fig['crawler_elapsed_s']} s)"),
         ("pages/s", f"{fig['pages_per_s']}"),
         ("pages/s by tenth of pages", f"{fig['pages_per_s_by_tenth']}"),
+        ("CPU (user+sys, all processes)", f"{fig['cpu_s']} s, {fig['cpu_ms_per_page']} ms/page"),
         ("requests", f"{fig['requests']} ({fig['requests_per_s']}/s) {fig['requests_by_status']}"),
         ("peak RSS (process tree)", f"{fig['peak_rss_mb']} MB"),
         ("peak RSS per quarter of run", f"{fig['rss_mb_by_quarter']} MB"),
@@ -279,6 +294,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 unless the crawl is exact")
     parser.add_argument("--profile", action="store_true", help="run the crawler under py-spy")
     parser.add_argument(
+        "--crawler-python",
+        metavar="PYTHON",
+        help="run `PYTHON -m crawler.cli` instead of .venv/bin/crawler: the crawler of another "
+        "checkout, for a before/after in one session",
+    )
+    parser.add_argument("--native", action="store_true", help="with --profile: native frames too")
+    parser.add_argument(
         "--crawler-arg", action="append", default=[], help="extra crawler flag (repeatable)"
     )
     args = parser.parse_args(argv)
@@ -307,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
                 timeout_s=args.timeout_s,
                 extra_args=args.crawler_arg,
                 profile=args.profile,
+                profile_native=args.native,
+                python=args.crawler_python,
             )
     except KeyboardInterrupt:
         log("interrupted")

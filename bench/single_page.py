@@ -1,34 +1,41 @@
 #!/usr/bin/env python3
 """The non-recursive path: checking one page's links must cost what a plain checker costs.
 
-    .venv/bin/python bench/single_page.py [--links 2000] [--concurrency 32]
+    .venv/bin/python bench/single_page.py [--links 2000] [--concurrency 32] [--repeat 3]
 
-Serves one page linking to ``--links`` resources on loopback (aiohttp), then
-times, in fresh processes: ``crawler crawl URL --max-depth 0`` (the whole
-CLI: start, SQLite, report) and a plain checker, the floor, written here in
-twenty lines of aiohttp: GET the page, HEAD every link with the same
-concurrency, keep nothing. Prints both wall times, their ratio and peak RSS.
+Writes one page linking to ``--links`` pages of the same site (one in 50
+missing: 404), serves it on loopback (nginx, else the Python server of
+``serve.py``), then runs, in fresh processes, one after another and
+``--repeat`` times each, the median reported:
+
+- ``crawler crawl URL --max-depth 0``: the whole CLI (start-up, SQLite,
+  report), with ``--max-concurrency N --host-concurrency N``;
+- lychee (``bench/.tools/lychee-venv``, installed by ``bench/compare.py``)
+  given the page's URL, with ``--max-concurrency N --host-concurrency N
+  --host-request-interval 0ms``;
+- a plain checker, the floor, twenty lines of aiohttp: GET the page, HEAD
+  every link with the same concurrency, keep nothing.
+
+Prints wall time, CPU time (user + system, with the children waited for),
+peak RSS summed over the process tree, and each figure as a ratio to lychee's.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import os
-import re
-import subprocess
+import statistics
 import sys
 import tempfile
 import textwrap
-import threading
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from aiohttp import web
+import compare
+import measure
+import serve
+from measure import VENV_BIN, log
 
-VENV_BIN = Path(__file__).resolve().parents[1] / ".venv" / "bin"
-
-PLAIN_CHECKER = textwrap.dedent('''
+PLAIN_CHECKER = textwrap.dedent("""
     import asyncio, re, sys, aiohttp
     async def main(url, concurrency):
         async with aiohttp.ClientSession() as session:
@@ -42,70 +49,112 @@ PLAIN_CHECKER = textwrap.dedent('''
             statuses = await asyncio.gather(*(check(link) for link in links))
         print(sum(s >= 400 for s in statuses), "broken of", len(statuses))
     asyncio.run(main(sys.argv[1], int(sys.argv[2])))
-''')
+""")
+MISSING_EVERY = 50
 
 
-def serve(links: int) -> tuple[str, threading.Thread, asyncio.AbstractEventLoop]:
-    body = "<html><body>" + "".join(
-        f'<a href="/r/{i}.png">{i}</a>' if i % 2 else f'<img src="/r/{i}.png">'
-        for i in range(links)
-    ) + "</body></html>"
-
-    async def page(_: web.Request) -> web.Response:
-        return web.Response(text=body, content_type="text/html")
-
-    async def resource(request: web.Request) -> web.Response:
-        number = int(request.match_info["n"])
-        return web.Response(status=404 if number % 50 == 0 else 200, body=b"")
-
-    app = web.Application()
-    app.router.add_get("/", page)
-    app.router.add_route("*", "/r/{n}.png", resource)
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app, access_log=None)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    return f"http://127.0.0.1:{port}/", thread, loop
+@dataclass(slots=True)
+class Figures:
+    tool: str
+    wall_s: float
+    cpu_s: float
+    rss_mb: float
+    exit: int | None
 
 
-def timed(command: list[str]) -> tuple[float, float, str]:
-    started = time.monotonic()
-    done = subprocess.run(
-        ["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True, check=False,
-        timeout=600,
+def write_site(root: Path, links: int) -> int:
+    """The page and its targets; returns how many links are broken."""
+    (root / "p").mkdir(parents=True)
+    anchors = "".join(f'<li><a href="/p/{i}.html">page {i}</a></li>' for i in range(links))
+    (root / "index.html").write_text(f"<!DOCTYPE html><html><body><ul>{anchors}</ul></body></html>")
+    for i in range(links):
+        if i % MISSING_EVERY:
+            (root / "p" / f"{i}.html").write_text(f"<!DOCTYPE html><title>{i}</title><p>{i}")
+    return len(range(0, links, MISSING_EVERY))
+
+
+def run_once(tool: str, cmd: list[str], work: Path) -> Figures:
+    m = measure.run_measured(
+        cmd,
+        timeout_s=300,
+        stdout=work / f"{tool}.stdout",
+        stderr=work / f"{tool}.stderr",
+        env=measure.loopback_env(),
+        cwd=work,
     )
-    elapsed = time.monotonic() - started
-    rss_kb = int(re.findall(r"^(\d+)$", done.stderr, re.M)[-1])
-    return elapsed, rss_kb / 1024, done.stdout.strip().splitlines()[0] if done.stdout else ""
+    return Figures(tool, m.wall_s, m.cpu_s, m.peak_rss_bytes / 1e6, m.returncode)
+
+
+def median(runs: list[Figures]) -> Figures:
+    return Figures(
+        runs[0].tool,
+        statistics.median(r.wall_s for r in runs),
+        statistics.median(r.cpu_s for r in runs),
+        statistics.median(r.rss_mb for r in runs),
+        runs[-1].exit,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--links", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
     args = parser.parse_args(argv)
-    url, _, loop = serve(args.links)
-    with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "plain.py"
+    measure.install_signal_exit()
+    measure.compile_package()
+    lychee_problem = compare.install_lychee()
+    if lychee_problem:
+        log(f"lychee skipped: {lychee_problem}")
+    n = str(args.concurrency)
+    results: list[Figures] = []
+    with tempfile.TemporaryDirectory(prefix="single-page-") as tmp:
+        work = Path(tmp)
+        broken = write_site(work / "site", args.links)
+        script = work / "plain.py"
         script.write_text(PLAIN_CHECKER)
-        db = Path(tmp) / "c.db"
-        crawler = [str(VENV_BIN / "crawler"), "crawl", url, "--max-depth", "0", "--db", str(db),
-                   "-n", "--no-robots", "--max-retries", "0", "--max-concurrency",
-                   str(args.concurrency), "--host-concurrency", str(args.concurrency)]
-        plain = [sys.executable, str(script), url, str(args.concurrency)]
-        crawl_s, crawl_mb, crawl_out = timed(crawler)
-        plain_s, plain_mb, plain_out = timed(plain)
-    loop.call_soon_threadsafe(loop.stop)
-    print(f"links on the page        {args.links}")
-    print(f"crawler --max-depth 0    {crawl_s:.2f} s, {crawl_mb:.0f} MB  ({crawl_out[:60]})")
-    print(f"plain aiohttp checker    {plain_s:.2f} s, {plain_mb:.0f} MB  ({plain_out})")
-    print(f"ratio                    {crawl_s / plain_s:.2f}x time")
-    os._exit(0)  # the server thread's loop is left running; nothing to clean
+        with serve.Server([work / "site"], kind=args.server, workdir=work / "server") as server:
+            url = server.origins[0] + "/"
+            db = work / "c.db"
+            commands = {
+                "crawler": [
+                    str(VENV_BIN / "crawler"), "crawl", url, "--max-depth", "0", "--db", str(db),
+                    "-n", "--no-robots", "--max-retries", "0",
+                    "--max-concurrency", n, "--host-concurrency", n,
+                ],
+                "lychee": compare.lychee_args([url], args.concurrency),
+                "plain aiohttp": [str(VENV_BIN / "python"), str(script), url, n],
+            }  # fmt: skip
+            if lychee_problem:
+                del commands["lychee"]
+            for tool, cmd in commands.items():
+                runs = []
+                for _ in range(args.repeat):
+                    db.unlink(missing_ok=True)
+                    runs.append(run_once(tool, cmd, work))
+                results.append(median(runs))
+    lychee = next((r for r in results if r.tool == "lychee"), None)
+    print(
+        f"\n== one page, {args.links} links to pages of the same site ({broken} broken), "
+        f"concurrency {args.concurrency}, server {server.kind}, median of {args.repeat}"
+    )
+    print(
+        f"  {'tool':<15}{'wall s':>8}{'CPU s':>8}{'RSS MB':>8}{'exit':>6}"
+        "  vs lychee: time, CPU, RSS"
+    )
+    for r in results:
+        ratios = (
+            f"{r.wall_s / lychee.wall_s:.2f}x, {r.cpu_s / lychee.cpu_s:.2f}x, "
+            f"{r.rss_mb / lychee.rss_mb:.2f}x"
+            if lychee and lychee.wall_s and lychee.cpu_s
+            else "-"
+        )
+        print(
+            f"  {r.tool:<15}{r.wall_s:>8.2f}{r.cpu_s:>8.2f}{r.rss_mb:>8.1f}{r.exit!s:>6}  {ratios}"
+        )
+    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

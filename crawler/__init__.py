@@ -25,24 +25,36 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'crawler' has no attribute {name!r}")
 
 
-def _import_structlog_without_rich() -> None:
-    """Import structlog without letting it pull in rich and pygments.
-
-    With the progress display imported only when shown (``cli._run``), this
-    takes ``import crawler.cli`` from 55.5 to 52.6 MB of RSS.
+class _NoRichForStructlog:
+    """An import hook: ``structlog.dev`` finds no rich, every other importer does.
 
     ``structlog.dev`` imports rich, when installed, for its exception
     formatter; our logs format exceptions themselves (``format_exc_info``
-    runs before the renderer), so that formatter never runs. rich is still
-    imported where the progress display needs it, on a terminal.
+    runs before the renderer), so that formatter never runs, and rich with
+    pygments is ~3 MB of RSS a crawl without a terminal never uses. rich is
+    still imported where the progress display needs it, on a terminal.
+
+    A hook rather than importing structlog here: ``import crawler`` stays
+    cheap (``crawler --version`` imports nothing else), and whichever module
+    imports structlog first, the hook applies. It costs nothing once rich is
+    imported (the import system asks no finder for a loaded module).
     """
-    if "structlog" in sys.modules or "rich" in sys.modules:
-        return
-    sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` raises ImportError
-    try:
-        import structlog  # noqa: F401
-    finally:
-        del sys.modules["rich"]
+
+    @staticmethod
+    def find_spec(name: str, path: object = None, target: object = None) -> None:
+        if name == "rich" and _importing_from("structlog.dev"):
+            raise ModuleNotFoundError("rich is not loaded for structlog's tracebacks", name=name)
 
 
-_import_structlog_without_rich()
+def _importing_from(module: str) -> bool:
+    """Is ``module``'s body on the stack (running an import statement now)?"""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == module and frame.f_code.co_name == "<module>":
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+if not any(isinstance(finder, _NoRichForStructlog) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _NoRichForStructlog())

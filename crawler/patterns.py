@@ -17,16 +17,10 @@ no look-around, no backreferences)``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Protocol
 
-import re2  # type: ignore[import-untyped]  # google-re2 ships no type hints
-
 RE2_NOTE = "RE2 syntax: no look-around, no backreferences"
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False  # the error is ours to report, not absl's on stderr
-_OPTIONS.never_capture = True  # only "does it match?" is asked: faster
-_CAPTURING = re2.Options()  # --remap's replacements refer to groups
-_CAPTURING.log_errors = False
 
 
 class Pattern(Protocol):
@@ -43,19 +37,33 @@ class Substitution(Pattern, Protocol):
 
 def compile_pattern(pattern: str) -> Pattern:
     """The pattern, compiled; ValueError with RE2's reason when it is refused."""
-    compiled: Pattern = _compile(pattern, _OPTIONS)
+    compiled: Pattern = _compile(pattern, capturing=False)
     return compiled
 
 
 def compile_substitution(pattern: str) -> Substitution:
     """The pattern with its groups, for ``sub`` (replacements say ``\\1``); as above."""
-    compiled: Substitution = _compile(pattern, _CAPTURING)
+    compiled: Substitution = _compile(pattern, capturing=True)
     return compiled
 
 
-def _compile(pattern: str, options: object) -> Any:  # re2's compiled type is untyped
+@functools.cache
+def _re2() -> tuple[Any, Any, Any]:
+    """RE2 and its two option sets, imported on first use (most crawls have no pattern)."""
+    import re2  # type: ignore[import-untyped]  # google-re2 ships no type hints
+
+    matching = re2.Options()
+    matching.log_errors = False  # the error is ours to report, not absl's on stderr
+    matching.never_capture = True  # only "does it match?" is asked: faster
+    capturing = re2.Options()  # --remap's replacements refer to groups
+    capturing.log_errors = False
+    return re2, matching, capturing
+
+
+def _compile(pattern: str, *, capturing: bool) -> Any:  # re2's compiled type is untyped
+    re2, matching, with_groups = _re2()
     try:
-        return re2.compile(pattern, options=options)
+        return re2.compile(pattern, options=with_groups if capturing else matching)
     except re2.error as exc:
         reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
         raise ValueError(f"invalid regular expression {pattern!r}: {reason} ({RE2_NOTE})") from None

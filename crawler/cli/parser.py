@@ -13,10 +13,10 @@ from typing import NoReturn
 
 from crawler import __version__
 from crawler.cli import completion, manpage, options
+from crawler.cli.exits import EXIT_USAGE
 from crawler.report import FORMATS
 from crawler.service import command as service_cli
 
-EXIT_USAGE = 3
 EXIT_CODES = (
     "exit codes: 0 every link fine, 2 broken links found, 3 bad usage or configuration,\n"
     "  1 any other failure (a seed that could not be reached, too)"

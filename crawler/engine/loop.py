@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 import uuid
 from collections import OrderedDict, deque
@@ -58,6 +59,12 @@ MAX_COMMIT_BATCH = 512
 COMMIT_GATHER_S = 0.02
 COMMIT_GATHER_ROWS = 128
 IDLE_POLL_S = 1.0
+# The store's writer thread runs Python between its SQLite calls; with the
+# interpreter's default 5 ms switch interval, each wake-up of the event loop
+# (a response arrived) could wait that long for the GIL. Measured through a
+# 50 ms-latency proxy at --host-concurrency 8 (bench/latency.py): 73% of the
+# bound C / delay with 5 ms, 81% with 0.5 ms.
+GIL_SWITCH_INTERVAL_S = 0.0005
 # Parse helpers start once this many pages were parsed here: a small crawl
 # is over before a helper would have paid for its start (~0.3 s, ~25 MB).
 PARSE_HELPERS_AFTER_PAGES = 1000
@@ -116,6 +123,7 @@ class Engine:
         self._ready: OrderedDict[str, deque[LeasedUrl]] = OrderedDict()
         self._buffered = 0
         self._running: set[asyncio.Task[None]] = set()
+        self._fetching = 0  # of _running, those whose request is not answered yet
         self._outcomes: list[Outcome] = []
         self._committing = 0
         self._writer_wake = asyncio.Event()
@@ -144,6 +152,27 @@ class Engine:
 
     async def run(self) -> bool:
         """Crawl until finished (True) or stopped (False). Leases are released on stop."""
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(switch_interval, GIL_SWITCH_INTERVAL_S))
+        try:
+            finished = await self._run()
+        finally:
+            sys.setswitchinterval(switch_interval)
+        stats = self.stats
+        log.info(
+            "engine_stopped",
+            finished=finished,
+            owner=self.owner,
+            fetched=stats.fetched,
+            pages=stats.pages,
+            broken=stats.broken,
+            retried=stats.retried,
+            rejected=stats.rejected,
+            seconds=round(time.monotonic() - stats.started_at, 3),
+        )
+        return finished
+
+    async def _run(self) -> bool:
         now = time.time()
         await self._frontier.register_worker(self.owner, now)
         self._fetcher.learn_head_unreliable(await self._frontier.head_unreliable_hosts())
@@ -159,18 +188,6 @@ class Engine:
             await self._shutdown(writer, renewer)
         if self._fatal is not None:
             raise self._fatal
-        stats = self.stats
-        log.info(
-            "engine_stopped",
-            finished=finished,
-            owner=self.owner,
-            fetched=stats.fetched,
-            pages=stats.pages,
-            broken=stats.broken,
-            retried=stats.retried,
-            rejected=stats.rejected,
-            seconds=round(time.monotonic() - stats.started_at, 3),
-        )
         return finished
 
     def stop(self) -> None:
@@ -237,11 +254,19 @@ class Engine:
     def _dispatch(self) -> None:
         """Start fetches round-robin across hosts while slots are free."""
         limit = self._settings.max_concurrency
+        # Tasks past their request (a page being parsed) hold no slot, but
+        # there are at most as many of them as of requests: memory stays bounded.
+        tasks_limit = 2 * limit
         backlog_limit = MAX_COMMIT_BATCH * 2
-        while self._ready and len(self._running) < limit and len(self._outcomes) < backlog_limit:
+        while (
+            self._ready
+            and self._fetching < limit
+            and len(self._running) < tasks_limit
+            and len(self._outcomes) < backlog_limit
+        ):
             started = False
             for host in list(self._ready):
-                if len(self._running) >= limit:
+                if self._fetching >= limit or len(self._running) >= tasks_limit:
                     break
                 if self._checked is not None and self._checked.holds(host):
                     continue  # its robots.txt is being read, for its Crawl-delay
@@ -253,13 +278,14 @@ class Engine:
                 if not queue:
                     del self._ready[host]
                 self._buffered -= 1
+                self._fetching += 1
                 task = asyncio.create_task(self._process(row))
                 self._running.add(task)
                 task.add_done_callback(self._running.discard)
                 started = True
             if not started:
                 break
-        self.stats.in_flight = len(self._running)
+        self.stats.in_flight = self._fetching
 
     def _wake_when_ready(self, host: str) -> None:
         """A host waits for its interval or pause: look again when it is over."""
@@ -302,28 +328,35 @@ class Engine:
     # -- one URL ---------------------------------------------------------------
 
     async def _process(self, row: LeasedUrl) -> None:
-        held = [True]  # the host's slot; given back early when the page is rendered
+        answered = False
 
-        def release() -> None:
-            if held[0]:
-                held[0] = False
+        def on_answered() -> None:
+            """The host's slot is free once its answer is in, before the body is parsed.
+
+            A rendered page gives it back then too: its own requests need the host's slots.
+            """
+            nonlocal answered
+            if not answered:
+                answered = True
+                self._fetching -= 1
                 self._gate.release(row.host)
+                self._wake.set()
 
         try:
             if self._memory is not None and row.kind >= UrlKind.ANCHORS:
                 reservation = await self._memory.budget.reserve(self._memory.cost.worst())
                 self._reserved[row.id] = reservation
-            outcome = await self._fetch_and_build(row, release)
+            outcome = await self._fetch_and_build(row, on_answered)
         except BaseException:
             self._release_memory(row.id)
             raise
         finally:
-            release()
+            on_answered()
         self._outcomes.append(outcome)
         self._writer_wake.set()
         self._wake.set()
 
-    async def _fetch_and_build(self, row: LeasedUrl, release: Callable[[], None]) -> Outcome:
+    async def _fetch_and_build(self, row: LeasedUrl, on_answered: Callable[[], None]) -> Outcome:
         try:
             if (
                 row.kind == UrlKind.PAGE
@@ -337,6 +370,7 @@ class Engine:
                 self._shrink_memory(row.id, self._body_cost(fetched))
             else:
                 fetched = await self._fetcher.check(row.url, row.host)
+            on_answered()  # parsing is no request: another may start meanwhile
             parsed = None
             if wants_parse(row, fetched, self._policy):
                 parsed = await self._parse_elsewhere(row, fetched)
@@ -350,8 +384,7 @@ class Engine:
             if pause is not None:
                 self._gate.pause(row.host, pause)  # the whole host waits, not only this URL
             if self._renderer is not None and wants_render(self._settings, row, fetched, outcome):
-                assert self._loads is not None
-                release()  # the page's own requests need its host's slots
+                assert self._loads is not None  # the host's slot went back with on_answered()
                 outcome = await render_outcome(
                     self._renderer, row, fetched, outcome, self._scope, self._policy, self._loads
                 )

@@ -17,31 +17,47 @@ maps a format's name (the CLI's ``-f`` choice) to its ``Format``:
 
 from __future__ import annotations
 
-from crawler import redact
-from crawler.report import csv, html, json, jsonl, junit, markdown, sarif, text
+import functools
+from typing import Any
+
 from crawler.report.model import ALL_PARTS, Format, Part, ReportData
 
 __all__ = ["ALL_PARTS", "FORMATS", "REGISTRY", "Format", "Part", "ReportData", "get", "render"]
 
-REGISTRY: dict[str, Format] = {
-    module.FORMAT.name: module.FORMAT
-    for module in (text, json, jsonl, markdown, csv, junit, sarif, html)
-}
+# The formats' names, in the registry's order (a test holds them equal): the
+# CLI's --help and completions need the names only, not the formats' modules.
+FORMATS: tuple[str, ...] = ("text", "json", "jsonl", "markdown", "csv", "junit", "sarif", "html")
+
+
+@functools.cache
+def registry() -> dict[str, Format]:
+    """Each format by name, its module imported on first use."""
+    from crawler.report import csv, html, json, jsonl, junit, markdown, sarif, text
+
+    return {
+        module.FORMAT.name: module.FORMAT
+        for module in (text, json, jsonl, markdown, csv, junit, sarif, html)
+    }
+
+
+def __getattr__(name: str) -> Any:
+    if name == "REGISTRY":
+        return registry()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get(name: str) -> Format:
     """The format called ``name``; ValueError naming the choices otherwise."""
     try:
-        return REGISTRY[name]
+        return registry()[name]
     except KeyError:
         raise ValueError(
-            f"unknown report format {name!r}; choose from {', '.join(REGISTRY)}"
+            f"unknown report format {name!r}; choose from {', '.join(FORMATS)}"
         ) from None
-
-
-FORMATS: tuple[str, ...] = tuple(REGISTRY)
 
 
 def render(data: ReportData, fmt: str) -> str:
     """The report in one of ``FORMATS``, without credentials in its URLs."""
+    from crawler import redact
+
     return redact.credentials(get(fmt).render(data))

@@ -17,9 +17,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-import structlog
-
-from crawler import aio, log
 from crawler.errors import CrawlerError, UsageError
 from crawler.service import config as service_config
 from crawler.service.config import ENVIRONMENT, ServiceConfig, is_loopback_bind
@@ -138,6 +135,8 @@ def run_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"crawler: cannot create {config.crawls_dir}: {exc.strerror}", file=sys.stderr)
         return EXIT_USAGE
+    from crawler import aio, log  # structlog and the loop: only when serving
+
     log.configure(config.log_level, config.log_format)
     if config.log_format == "json":
         _stdlib_logs_as_json()
@@ -156,6 +155,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def _stdlib_logs_as_json() -> None:
     """aiohttp and other libraries log through ``logging``: one JSON object per line too."""
+    import structlog
+
     formatter = structlog.stdlib.ProcessorFormatter(
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
