@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crawler.config import DEFAULT_MAX_BODY_BYTES
-from crawler.engine.membudget import PageCost
+from crawler.page_cost import PageCost
 
 MIB = 1 << 20
 # The limit docker-compose.yml (mem_limit) and deploy/kubernetes (limits.memory) ship.
