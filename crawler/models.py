@@ -103,6 +103,9 @@ class Result:
     bytes: int | None = None
     elapsed_ms: int | None = None
     head_status: int | None = None  # HEAD's answer, when the confirming GET's differed
+    # The page's validators, kept for the next crawl's conditional request (pages only).
+    etag: str | None = None
+    last_modified: str | None = None
 
 
 @dataclass(slots=True)
@@ -119,6 +122,26 @@ class Outcome:
     children: list[Discovered] = field(default_factory=list)
     redirect_to: Discovered | None = None
     anchors: frozenset[str] | None = None  # set when fragments are checked
+
+
+@dataclass(frozen=True, slots=True)
+class PreviousPage:
+    """What the crawl a re-crawl starts from stored for one page crawled OK.
+
+    Its validators make the conditional request; on ``304 Not Modified`` its
+    result and links (``(target URL, element, fragment)``, as recorded) stand
+    in for the body that was not downloaded. ``anchors`` is None when the
+    page's anchors were not recorded (no ``--include-fragments``).
+    """
+
+    url: str
+    etag: str | None
+    last_modified: str | None
+    status: int | None
+    content_type: str | None
+    bytes: int | None
+    links: tuple[tuple[str, str, str], ...] = ()
+    anchors: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

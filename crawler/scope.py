@@ -151,6 +151,20 @@ class Scope:
             kind = UrlKind.ANCHORS  # fetched once with GET to learn its anchors
         return Discovered(url=key, host=host, kind=kind, element=element, fragment=fragment)
 
+    def classify_recorded(self, url: str, fragment: str, *, element: str, depth: int) -> Discovered:
+        """A link as an earlier crawl recorded it (URL key, fragment), classified again.
+
+        The URL was remapped when it was recorded, so it is not remapped twice.
+        """
+        found = self.classify(url, element=element, depth=depth, remap=False)
+        if not fragment or found.fragment == fragment:
+            return found
+        if found.host is None:  # not HTTP, or invalid: skipped whatever its fragment
+            return found._replace(fragment=fragment)
+        return self._classify_key(
+            found.url, fragment, found.host, element=element, depth=depth, remap=False
+        )
+
     def classify_link(
         self, raw: str, base: str, encoding: str, *, element: str, depth: int
     ) -> Discovered:

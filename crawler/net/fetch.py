@@ -117,9 +117,20 @@ class Fetcher:
         if self.jar is not None and self._settings.cookie_jar:
             cookies.save(self.jar, self._settings.cookie_jar)
 
-    async def fetch_page(self, url: str) -> Fetched:
-        """GET a page; read its body (capped) when it is HTML or CSS and successful."""
-        return await self._request("GET", url, read="html")
+    async def fetch_page(
+        self, url: str, *, etag: str | None = None, last_modified: str | None = None
+    ) -> Fetched:
+        """GET a page; read its body (capped) when it is HTML or CSS and successful.
+
+        With a validator the request is conditional (``If-None-Match``,
+        ``If-Modified-Since``): a ``304 Not Modified`` comes back without a body.
+        """
+        conditional: dict[str, str] = {}
+        if etag:
+            conditional["If-None-Match"] = etag
+        if last_modified:
+            conditional["If-Modified-Since"] = last_modified
+        return await self._request("GET", url, read="html", conditional=conditional)
 
     async def fetch_text(self, url: str) -> Fetched:
         """GET any document (robots.txt, a sitemap) and read it, capped."""
@@ -168,11 +179,19 @@ class Fetcher:
         return not (status == 429 or (status == 503 and head.retry_after))
 
     async def _request(
-        self, method: str, url: str, *, read: Read, feed: Feed | None = None, cap: int = 0
+        self,
+        method: str,
+        url: str,
+        *,
+        read: Read,
+        feed: Feed | None = None,
+        cap: int = 0,
+        conditional: dict[str, str] | None = None,
     ) -> Fetched:
         """The one path of every request: the address guard, then aiohttp (or the local site).
 
-        ``read="stream"`` hands the body to ``feed`` chunk by chunk, ``cap`` bytes at most.
+        ``read="stream"`` hands the body to ``feed`` chunk by chunk, ``cap`` bytes at most;
+        ``conditional`` adds a re-crawl's validator headers (a local site ignores them).
         """
         if self._local is not None and self._local.contains(url):
             if feed is not None:
@@ -188,6 +207,8 @@ class Fetcher:
         started = time.monotonic()
         fetched = Fetched(method=method)
         headers = self._per_request(url)
+        if conditional:
+            headers = {**(headers or {}), **conditional}
         try:
             target = URL(url, encoded=True)
             proxy = self._proxy(target)
@@ -247,6 +268,8 @@ class Fetcher:
         fetched.retry_after = headers.get("Retry-After")
         fetched.robots_tag = headers.get("X-Robots-Tag")
         fetched.size = response.content_length
+        fetched.etag = headers.get("ETag")
+        fetched.last_modified = headers.get("Last-Modified")
         for name in POLICY_HEADERS:
             value = headers.get(name)
             if value is not None:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from crawler.models import Discovered, Outcome, ResultClass, UrlKind
+from crawler.store.postgres import recrawl
 from crawler.store.postgres.discover import UPSERT_RESULTS, Found, Recorder, ResultRow
 
 _RETRY = """
@@ -90,6 +91,7 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
     edges: dict[tuple[int, int, str], str] = {}
     settled_edges: dict[tuple[int, int], str] = {}
     anchors: set[tuple[int, str]] = set()
+    validators: list[recrawl.Validators] = []
     position = 0
     for o in done:
         source = o.leased.id
@@ -113,6 +115,8 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
             anchors.update((source, name) for name in o.anchors)
         r = o.result
         assert r is not None
+        if (r.etag or r.last_modified) and _settles(o):
+            validators.append((source, r.etag, r.last_modified))
         results.append(
             (
                 source,
@@ -158,6 +162,7 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
             [a[1] for a in names],
         )
     await write_results(conn, results)
+    await recrawl.save_validators(conn, validators)
 
 
 def _settles(outcome: Outcome) -> bool:

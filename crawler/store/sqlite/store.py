@@ -21,7 +21,7 @@ from typing import ParamSpec, TypeVar
 
 import structlog
 
-from crawler.models import Cookie, Counts, Discovered, LeasedUrl, Outcome
+from crawler.models import Cookie, Counts, Discovered, LeasedUrl, Outcome, PreviousPage
 from crawler.politeness import Gate, HostGate, Limits
 from crawler.store.sqlite import cookies, crawls, db, hostdata
 from crawler.store.sqlite.frontier import Frontier
@@ -117,6 +117,9 @@ class AsyncFrontier:
 
     async def get_cookies(self, since: float | None = None) -> list[Cookie]:
         return await self._run(cookies.get_cookies, self._conn, self.crawl_id, since)
+
+    async def previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:
+        return await self._run(self.sync.previous_pages, urls)
 
     async def head_unreliable_hosts(self) -> list[str]:
         return await self._run(cookies.head_unreliable_hosts, self._conn, self.crawl_id)
