@@ -18,6 +18,7 @@ import pytest
 
 from crawler.report.model import ReportData
 from crawler.store import open as store_open
+
 from kit.clikit import run_cli
 from kit.conditional_site import ConditionalSite
 from kit.sitekit import page_html
