@@ -313,11 +313,15 @@ class Frontier:
             self._conn.execute(f"PRAGMA busy_timeout = {WRITER_BUSY_TIMEOUT_MS}")
         return self.wal_bytes() <= limit_bytes
 
-    def previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:
-        """For a re-crawl: what the crawl it starts from stored for these pages."""
+    def previous_crawl(self) -> int | None:
+        """The crawl this one re-crawls (read once), None for a full crawl."""
         if self._previous_crawl is None:
             self._previous_crawl = (recrawl.previous_crawl_id(self._conn, self.crawl_id),)
-        previous = self._previous_crawl[0]
+        return self._previous_crawl[0]
+
+    def previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:
+        """For a re-crawl: what the crawl it starts from stored for these pages."""
+        previous = self.previous_crawl()
         if previous is None or not urls:
             return {}
         return recrawl.previous_pages(self._conn, previous, urls)
