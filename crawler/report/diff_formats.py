@@ -72,7 +72,7 @@ def text(diff: CrawlDiff) -> str:
             continue
         lines += ["", f"{title} ({len(links)}):"]
         for link in links:
-            lines.append(f"  {printable(link.url)}  {reason(link.status, link.error)}")
+            lines.append(f"  {printable(link.url)}  {printable(reason(link.status, link.error))}")
             lines += [f"    from {printable(source)}" for source in link.sources]
     for key, title in PAGE_SECTIONS:
         pages = _pages(diff, key)
