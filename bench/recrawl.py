@@ -109,7 +109,7 @@ def children_cpu_s() -> float:
 
 
 def crawl(
-    cmd: list[str], run_dir: Path, name: str, db: Path, timeout_s: float
+    cmd: list[str], run_dir: Path, name: str, db: Path | str, timeout_s: float
 ) -> measure.Measurement:
     log(f"{name}: {' '.join(cmd[1:3])}")
     return measure.run_measured(
@@ -117,12 +117,12 @@ def crawl(
         timeout_s=timeout_s,
         stdout=run_dir / f"{name}.stdout",
         stderr=run_dir / f"{name}.stderr",
-        watch_file=Path(f"{db}-wal"),
+        watch_file=Path(f"{db}-wal") if isinstance(db, Path) else None,
         env=measure.loopback_env(),
     )
 
 
-def diff_exact(db: Path, origin: str, planted: dict[str, object]) -> dict[str, object]:
+def diff_exact(db: Path | str, origin: str, planted: dict[str, object]) -> dict[str, object]:
     done = subprocess.run(
         [str(VENV_BIN / "crawler"), "diff", "--db", str(db), "-f", "json"],
         capture_output=True,
@@ -182,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         default="1h",
         help="the re-crawl's --max-cache-age: links checked OK this recently are not asked again",
     )
+    parser.add_argument(
+        "--db",
+        help="a PostgreSQL URL of an empty database (default: a SQLite file in the run folder)",
+    )
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
     measure.install_signal_exit()
@@ -194,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     work = run_dir / "copy"
     log(f"copying the site to {work}")
     shutil.copytree(cached, work)  # the cached site is shared and read-only
-    db = run_dir / "crawl.db"
+    db: Path | str = args.db or run_dir / "crawl.db"
     flags = ["-n", "--max-concurrency", str(args.concurrency)]
     flags += ["--host-concurrency", str(args.concurrency)]
     with serve.Server([work / "site", work / "ext"], kind=args.server) as server:
@@ -261,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         "server": kind,
         "concurrency": args.concurrency,
         "max_cache_age": args.max_cache_age,
+        "backend": "postgresql" if args.db else "sqlite",
         "commit": measure.git_rev(),
         "changed_pages": planted["changed_pages"],
         "first_s": round(first.wall_s, 2),
@@ -280,7 +285,11 @@ def main(argv: list[str] | None = None) -> int:
         "exit_codes": [first.returncode, second.returncode],
     }
     measure.append_result(figures)
-    print(f"\n== re-crawl of {args.pages} pages, {planted['changed_pages']} changed ({kind})")
+    backend = figures["backend"]
+    print(
+        f"\n== re-crawl of {args.pages} pages, "
+        f"{planted['changed_pages']} changed ({kind}, {backend})"
+    )
     for name, key in (("first crawl", "first"), ("re-crawl", "recrawl")):
         wall, rss = figures[f"{key}_s"], figures[f"{key}_peak_rss_mb"]
         print(f"  {name:<22} {wall} s, peak RSS {rss} MB")
