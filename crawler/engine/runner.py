@@ -155,6 +155,7 @@ def start(
     *,
     durability: Durability = "normal",
     crawl_id: int | None = None,
+    previous_crawl_id: int | None = None,  # a re-crawl of that crawl: wired by h17a
 ) -> CrawlJob:
     """Record a new crawl in the database (keeping any earlier ones), as ``crawl_id`` if given."""
     if not raw_seeds and settings.root_dir is None:
