@@ -233,9 +233,7 @@ class CrawlManager:
             raise QueueFullError(f"{MAX_QUEUED} crawls are queued already")
         entry = await self.store.insert(seeds, settings, time.time(), definition_id)
         self._entries[entry.id] = entry
-        log.info(
-            "crawl_created", crawl_id=entry.id, seeds=len(seeds), definition_id=definition_id
-        )
+        log.info("crawl_created", crawl_id=entry.id, seeds=len(seeds), definition_id=definition_id)
         self._kick()
         return entry
 
@@ -381,15 +379,15 @@ class CrawlManager:
                 entry.state = "failed"
                 entry.error = "the crawl stopped by itself"
             log.info("crawl_stopped", state=entry.state)
-        if entry.state != "deleting":
-            with contextlib.suppress(Exception):
-                await self.store.update(entry)
-        self._kick()
-        if entry.state == "finished" and not self._closing:
+        if entry.state == "finished" and not self._closing:  # started before any await
             for hook in self.on_finished:
                 task = asyncio.create_task(self._hook(hook, entry), name="crawl-finished-hook")
                 self._hooks.add(task)
                 task.add_done_callback(self._hooks.discard)
+        if entry.state != "deleting":
+            with contextlib.suppress(Exception):
+                await self.store.update(entry)
+        self._kick()
 
     async def _hook(self, hook: Callable[[Entry], Awaitable[None]], entry: Entry) -> None:
         structlog.contextvars.bind_contextvars(crawl_id=entry.id)
