@@ -28,6 +28,7 @@ from crawler.store import liveness
 from crawler.store.postgres import report as pg_report
 from crawler.store.postgres import schema
 from crawler.store.postgres.frontier import read_counts
+from crawler.store.postgres.vacuum import _VACUUM_LOCK as VACUUM_LOCK
 from crawler.store.service import CrawlTarget, Definition, Delivery, Entry, Snapshot, WorkerRow
 
 POOL_SIZE = 4
@@ -86,6 +87,9 @@ _DELETE_URL_BATCH = (
     "DELETE FROM result WHERE url_id = ANY($1::bigint[])",
     "DELETE FROM url WHERE id = ANY($1::bigint[])",
 )
+# Tables a deleted crawl leaves dead rows in: vacuumed after a delete when the
+# server's autovacuum is off, so the next runs' rows reuse the space.
+_RECLAIMED_TABLES = ("url", "result", "link_open", "link_settled", "anchor", "cookie", "robots")
 # Running crawls a worker may join, the least staffed first, then the oldest.
 _JOINABLE = """
 SELECT s.id
@@ -316,6 +320,23 @@ class PostgresServiceStore:
             await conn.execute("DELETE FROM service_crawl WHERE id = $1", crawl_id)
 
         await self._tx(body)
+        await self._reclaim()
+
+    async def _reclaim(self) -> None:
+        """VACUUM the tables a delete left dead rows in, when autovacuum will not:
+        plain VACUUM takes no lock that reads or writes wait for, and one vacuum
+        runs at a time on the database (the frontier's own vacuum takes the same
+        advisory lock, ``vacuum``)."""
+        async with self._pool.acquire() as conn:
+            if await conn.fetchval("SHOW autovacuum") == "on":
+                return
+            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", VACUUM_LOCK):
+                return
+            try:
+                for table in _RECLAIMED_TABLES:
+                    await conn.execute(f"VACUUM {table}")
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1)", VACUUM_LOCK)
 
     async def _each_url_batch(
         self, crawl_id: int, statements: tuple[str, ...], *, moving: bool = True
