@@ -15,6 +15,12 @@ Architecture:
   run is stopped gracefully and left recorded as running, so it resumes next
   time; a kill loses nothing either, the engine's leases just expire.
 
+Runs of crawl definitions (``scheduler``) are crawls like any other, with
+their ``definition_id``: each starts as a re-crawl of its definition's
+latest finished run (``previous_run``), and when one finishes the
+``on_finished`` callbacks (the scheduler's: diff, webhook, retention) run in a
+task of their own.
+
 Every crawl's task binds ``crawl_id`` to structlog's context, so each log
 line of that crawl (engine's included) carries it.
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +56,7 @@ SAMPLE_EVERY_S = 0.5
 STOP_GRACE_S = 5.0  # beyond the engine's shutdown timeout, before a run is cancelled
 WORKERS_GONE_POLL_S = 0.2
 STATES = ("queued", "running", "paused", "cancelled", "finished", "failed", "deleting")
+ACTIVE_STATES = frozenset({"queued", "running", "paused"})  # a run that may still go on
 
 
 class CrawlNotFoundError(LookupError):
@@ -88,6 +96,8 @@ class CrawlManager:
     _settled: dict[int, _Settled] = field(default_factory=dict)
     _closing: bool = False
     _sampler: asyncio.Task[None] | None = None
+    on_finished: list[Callable[[Entry], Awaitable[None]]] = field(default_factory=list)
+    _hooks: set[asyncio.Task[None]] = field(default_factory=set)
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -123,6 +133,7 @@ class CrawlManager:
             running.stopping = True
             running.run.stop()
         tasks = [r.task for r in self._running.values() if r.task is not None]
+        tasks.extend(self._hooks)
         if tasks:
             log.info("crawls_stopping", crawls=len(tasks))
             await self._settle(tasks)
@@ -200,12 +211,29 @@ class CrawlManager:
 
     # -- changing ----------------------------------------------------------------
 
-    async def create(self, seeds: list[str], settings: dict[str, Any]) -> Entry:
+    def runs_of(self, definition_id: int) -> list[Entry]:
+        """A definition's runs, newest first."""
+        return [e for e in self.entries() if e.definition_id == definition_id]
+
+    def previous_run(self, entry: Entry) -> Entry | None:
+        """The latest finished run of the entry's definition before it."""
+        if entry.definition_id is None:
+            return None
+        done = [
+            e
+            for e in self.runs_of(entry.definition_id)
+            if e.id < entry.id and e.state == "finished"
+        ]
+        return done[0] if done else None
+
+    async def create(
+        self, seeds: list[str], settings: dict[str, Any], definition_id: int | None = None
+    ) -> Entry:
         if self.count("queued") >= MAX_QUEUED:
             raise QueueFullError(f"{MAX_QUEUED} crawls are queued already")
-        entry = await self.store.insert(seeds, settings, time.time())
+        entry = await self.store.insert(seeds, settings, time.time(), definition_id)
         self._entries[entry.id] = entry
-        log.info("crawl_created", crawl_id=entry.id, seeds=len(seeds))
+        log.info("crawl_created", crawl_id=entry.id, seeds=len(seeds), definition_id=definition_id)
         self._kick()
         return entry
 
@@ -306,6 +334,7 @@ class CrawlManager:
         for entry in self._queue():
             if len(self._running) >= self.config.max_running:
                 return
+            previous = self.previous_run(entry)
             run = CrawlRun(
                 self.store,
                 entry.id,
@@ -313,6 +342,7 @@ class CrawlManager:
                 entry.settings,
                 self.metrics,
                 shutdown_timeout_s=self.config.shutdown_timeout_s,
+                previous_crawl_id=None if previous is None else previous.id,
             )
             running = self._running[entry.id] = _Running(run)
             resumed = entry.started_at is not None
@@ -349,10 +379,22 @@ class CrawlManager:
                 entry.state = "failed"
                 entry.error = "the crawl stopped by itself"
             log.info("crawl_stopped", state=entry.state)
+        if entry.state == "finished" and not self._closing:  # started before any await
+            for hook in self.on_finished:
+                task = asyncio.create_task(self._hook(hook, entry), name="crawl-finished-hook")
+                self._hooks.add(task)
+                task.add_done_callback(self._hooks.discard)
         if entry.state != "deleting":
             with contextlib.suppress(Exception):
                 await self.store.update(entry)
         self._kick()
+
+    async def _hook(self, hook: Callable[[Entry], Awaitable[None]], entry: Entry) -> None:
+        structlog.contextvars.bind_contextvars(crawl_id=entry.id)
+        try:
+            await hook(entry)
+        except Exception:
+            log.exception("crawl_finished_hook_failed")
 
     async def _sample_loop(self) -> None:
         while True:

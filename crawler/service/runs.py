@@ -53,8 +53,10 @@ class CrawlRun:
         metrics: ServiceMetrics,
         *,
         shutdown_timeout_s: float,
+        previous_crawl_id: int | None = None,
     ) -> None:
         self._store = store
+        self.previous_crawl_id = previous_crawl_id
         self.crawl_id = crawl_id
         self._seeds = seeds
         self._settings = settings
@@ -135,7 +137,17 @@ class CrawlRun:
             job, _ = runner.open_existing(target.db, target.crawl_id)
             return job
         settings = CrawlSettings.model_validate(self._settings)
-        return runner.start(target.db, self._seeds, settings, crawl_id=target.crawl_id)
+        # A re-crawl of the definition's previous run where both are in one database
+        # (PostgreSQL); a SQLite service keeps each crawl in a file of its own, where
+        # the previous run is not, so its runs start from scratch.
+        previous = self.previous_crawl_id if target.crawl_id is not None else None
+        return runner.start(
+            target.db,
+            self._seeds,
+            settings,
+            crawl_id=target.crawl_id,
+            previous_crawl_id=previous,
+        )
 
     async def sample(self, *, final: bool = False) -> None:
         """Refresh progress and metrics when due (always when ``final``)."""

@@ -8,7 +8,13 @@ the engine as with the CLI. The index holds what a crawl database cannot say:
 - the state the user asked for: queued, paused, cancelled, deleting, which the
   crawl table (running or finished) has no room for;
 - the queue order (``queued_at``), so restarts keep it;
-- seeds and settings of crawls not started yet (their file does not exist).
+- seeds and settings of crawls not started yet (their file does not exist);
+- crawl definitions (recurring crawls) with their schedule position, the
+  definition each run belongs to, and webhook deliveries (schema version 2;
+  a version 1 index gains them when opened).
+
+Deleting a crawl unlinks its file: its space goes back to the file system at
+once, and a long crawl running in another file is never touched.
 
 Listing crawls reads this one small table instead of opening every file.
 Writes are rare (state changes) and run on one thread, in order.
@@ -32,13 +38,13 @@ from typing import Any, TypeVar
 
 from crawler.errors import ForeignDatabaseError, StoreError, UsageError
 from crawler.report.model import ReportData
-from crawler.store.service import CrawlTarget, Entry, Snapshot, WorkerRow
+from crawler.store.service import CrawlTarget, Definition, Delivery, Entry, Snapshot, WorkerRow
 from crawler.store.sqlite import crawls, db, reads
 from crawler.store.sqlite.db import atomic
 from crawler.store.sqlite.frontier import Frontier
 
 APPLICATION_ID = 0x43524C53  # "CRLS": a crawler service index
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 T = TypeVar("T")
 
 _SCHEMA = """
@@ -54,7 +60,42 @@ CREATE TABLE IF NOT EXISTS service_crawl (
     error        TEXT
 )
 """
-_COLUMNS = "id, state, seeds, settings, created_at, queued_at, started_at, finished_at, error"
+_SCHEMA_2 = (
+    """
+CREATE TABLE IF NOT EXISTS service_definition (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    spec         TEXT    NOT NULL,   -- JSON of the validated definition (webhook secret too)
+    created_at   REAL    NOT NULL,
+    updated_at   REAL    NOT NULL,
+    next_run_at  REAL                -- the schedule's position
+)
+""",
+    """
+CREATE TABLE IF NOT EXISTS service_delivery (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    definition_id   INTEGER NOT NULL,
+    crawl_id        INTEGER NOT NULL,
+    url             TEXT    NOT NULL,
+    body            BLOB    NOT NULL,   -- the bytes sent and signed
+    state           TEXT    NOT NULL,   -- pending delivered failed
+    attempts        INTEGER NOT NULL,
+    created_at      REAL    NOT NULL,
+    next_attempt_at REAL    NOT NULL,
+    last_status     INTEGER,
+    last_error      TEXT,
+    finished_at     REAL
+)
+""",
+)
+_COLUMNS = (
+    "id, state, seeds, settings, created_at, queued_at, started_at, finished_at, error, "
+    "definition_id"
+)
+_DEFINITION_COLUMNS = "id, spec, created_at, updated_at, next_run_at"
+_DELIVERY_COLUMNS = (
+    "id, definition_id, crawl_id, url, body, state, attempts, created_at, next_attempt_at, "
+    "last_status, last_error, finished_at"
+)
 
 
 class Index:
@@ -69,21 +110,120 @@ class Index:
         with atomic(self._conn):
             self._conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             self._conn.execute(_SCHEMA)
+            columns = {row[1] for row in self._conn.execute("PRAGMA table_info(service_crawl)")}
+            if "definition_id" not in columns:  # a version 1 index
+                self._conn.execute("ALTER TABLE service_crawl ADD COLUMN definition_id INTEGER")
+            for statement in _SCHEMA_2:
+                self._conn.execute(statement)
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def entries(self) -> list[Entry]:
         rows = self._conn.execute(f"SELECT {_COLUMNS} FROM service_crawl ORDER BY id").fetchall()
         return [_entry(row) for row in rows]
 
-    def insert(self, seeds: list[str], settings: dict[str, Any], now: float) -> Entry:
+    def insert(
+        self,
+        seeds: list[str],
+        settings: dict[str, Any],
+        now: float,
+        definition_id: int | None = None,
+    ) -> Entry:
         with atomic(self._conn):
             cur = self._conn.execute(
-                "INSERT INTO service_crawl (state, seeds, settings, created_at, queued_at) "
-                "VALUES ('queued', ?, ?, ?, ?)",
-                (json.dumps(seeds), json.dumps(settings, sort_keys=True), now, now),
+                "INSERT INTO service_crawl "
+                "(state, seeds, settings, created_at, queued_at, definition_id) "
+                "VALUES ('queued', ?, ?, ?, ?, ?)",
+                (json.dumps(seeds), json.dumps(settings, sort_keys=True), now, now, definition_id),
             )
         assert cur.lastrowid is not None
-        return Entry(cur.lastrowid, "queued", seeds, settings, now, now)
+        return Entry(
+            cur.lastrowid, "queued", seeds, settings, now, now, definition_id=definition_id
+        )
+
+    def definitions(self) -> list[Definition]:
+        rows = self._conn.execute(
+            f"SELECT {_DEFINITION_COLUMNS} FROM service_definition ORDER BY id"
+        ).fetchall()
+        return [Definition(r[0], json.loads(r[1]), r[2], r[3], r[4]) for r in rows]
+
+    def insert_definition(
+        self, spec: dict[str, Any], now: float, next_run_at: float | None
+    ) -> Definition:
+        with atomic(self._conn):
+            cur = self._conn.execute(
+                "INSERT INTO service_definition (spec, created_at, updated_at, next_run_at) "
+                "VALUES (?, ?, ?, ?)",
+                (json.dumps(spec, sort_keys=True), now, now, next_run_at),
+            )
+        assert cur.lastrowid is not None
+        return Definition(cur.lastrowid, spec, now, now, next_run_at)
+
+    def update_definition(self, definition: Definition) -> None:
+        with atomic(self._conn):
+            self._conn.execute(
+                "UPDATE service_definition SET spec = ?, updated_at = ?, next_run_at = ? "
+                "WHERE id = ?",
+                (
+                    json.dumps(definition.spec, sort_keys=True),
+                    definition.updated_at,
+                    definition.next_run_at,
+                    definition.id,
+                ),
+            )
+
+    def delete_definition(self, definition_id: int) -> None:
+        with atomic(self._conn):
+            self._conn.execute(
+                "DELETE FROM service_delivery WHERE definition_id = ?", (definition_id,)
+            )
+            self._conn.execute("DELETE FROM service_definition WHERE id = ?", (definition_id,))
+
+    def deliveries(self) -> list[Delivery]:
+        rows = self._conn.execute(
+            f"SELECT {_DELIVERY_COLUMNS} FROM service_delivery ORDER BY id"
+        ).fetchall()
+        return [_delivery(row) for row in rows]
+
+    def insert_delivery(self, delivery: Delivery) -> Delivery:
+        d = delivery
+        with atomic(self._conn):
+            cur = self._conn.execute(
+                "INSERT INTO service_delivery (definition_id, crawl_id, url, body, state, "
+                "attempts, created_at, next_attempt_at, last_status, last_error, finished_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    d.definition_id,
+                    d.crawl_id,
+                    d.url,
+                    d.body,
+                    d.state,
+                    d.attempts,
+                    d.created_at,
+                    d.next_attempt_at,
+                    d.last_status,
+                    d.last_error,
+                    d.finished_at,
+                ),
+            )
+        assert cur.lastrowid is not None
+        return dataclasses.replace(d, id=cur.lastrowid)
+
+    def update_delivery(self, delivery: Delivery) -> None:
+        d = delivery
+        with atomic(self._conn):
+            self._conn.execute(
+                "UPDATE service_delivery SET state = ?, attempts = ?, next_attempt_at = ?, "
+                "last_status = ?, last_error = ?, finished_at = ? WHERE id = ?",
+                (
+                    d.state,
+                    d.attempts,
+                    d.next_attempt_at,
+                    d.last_status,
+                    d.last_error,
+                    d.finished_at,
+                    d.id,
+                ),
+            )
 
     def update(self, entry: Entry) -> None:
         with atomic(self._conn):
@@ -130,8 +270,39 @@ class AsyncIndex:
     async def entries(self) -> list[Entry]:
         return await self._run(self._index.entries)
 
-    async def insert(self, seeds: list[str], settings: dict[str, Any], now: float) -> Entry:
-        return await self._run(lambda: self._index.insert(seeds, settings, now))
+    async def insert(
+        self,
+        seeds: list[str],
+        settings: dict[str, Any],
+        now: float,
+        definition_id: int | None = None,
+    ) -> Entry:
+        return await self._run(lambda: self._index.insert(seeds, settings, now, definition_id))
+
+    async def definitions(self) -> list[Definition]:
+        return await self._run(self._index.definitions)
+
+    async def insert_definition(
+        self, spec: dict[str, Any], now: float, next_run_at: float | None
+    ) -> Definition:
+        return await self._run(lambda: self._index.insert_definition(spec, now, next_run_at))
+
+    async def update_definition(self, definition: Definition) -> None:
+        snapshot = dataclasses.replace(definition)
+        await self._run(lambda: self._index.update_definition(snapshot))
+
+    async def delete_definition(self, definition_id: int) -> None:
+        await self._run(lambda: self._index.delete_definition(definition_id))
+
+    async def deliveries(self) -> list[Delivery]:
+        return await self._run(self._index.deliveries)
+
+    async def insert_delivery(self, delivery: Delivery) -> Delivery:
+        return await self._run(lambda: self._index.insert_delivery(delivery))
+
+    async def update_delivery(self, delivery: Delivery) -> None:
+        snapshot = dataclasses.replace(delivery)
+        await self._run(lambda: self._index.update_delivery(snapshot))
 
     async def update(self, entry: Entry) -> None:
         snapshot = dataclasses.replace(entry)  # the caller may change it meanwhile
@@ -173,8 +344,37 @@ class SqliteServiceStore:
     async def entries(self) -> list[Entry]:
         return await self._index.entries()
 
-    async def insert(self, seeds: list[str], settings: dict[str, Any], now: float) -> Entry:
-        return await self._index.insert(seeds, settings, now)
+    async def insert(
+        self,
+        seeds: list[str],
+        settings: dict[str, Any],
+        now: float,
+        definition_id: int | None = None,
+    ) -> Entry:
+        return await self._index.insert(seeds, settings, now, definition_id)
+
+    async def definitions(self) -> list[Definition]:
+        return await self._index.definitions()
+
+    async def insert_definition(
+        self, spec: dict[str, Any], now: float, next_run_at: float | None
+    ) -> Definition:
+        return await self._index.insert_definition(spec, now, next_run_at)
+
+    async def update_definition(self, definition: Definition) -> None:
+        await self._index.update_definition(definition)
+
+    async def delete_definition(self, definition_id: int) -> None:
+        await self._index.delete_definition(definition_id)
+
+    async def deliveries(self) -> list[Delivery]:
+        return await self._index.deliveries()
+
+    async def insert_delivery(self, delivery: Delivery) -> Delivery:
+        return await self._index.insert_delivery(delivery)
+
+    async def update_delivery(self, delivery: Delivery) -> None:
+        await self._index.update_delivery(delivery)
 
     async def update(self, entry: Entry) -> None:
         await self._index.update(entry)
@@ -279,6 +479,24 @@ def _entry(row: tuple[Any, ...]) -> Entry:
         started_at=row[6],
         finished_at=row[7],
         error=row[8],
+        definition_id=row[9],
+    )
+
+
+def _delivery(row: tuple[Any, ...]) -> Delivery:
+    return Delivery(
+        id=row[0],
+        definition_id=row[1],
+        crawl_id=row[2],
+        url=row[3],
+        body=bytes(row[4]),
+        state=row[5],
+        attempts=row[6],
+        created_at=row[7],
+        next_attempt_at=row[8],
+        last_status=row[9],
+        last_error=row[10],
+        finished_at=row[11],
     )
 
 

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Retention: the space a recurring crawl takes stays flat once ``keep_runs`` is reached.
+
+    .venv/bin/python bench/retention.py [--pages 2000] [--runs 6] [--keep 2] [--db postgresql://…]
+
+An in-process service (SQLite files under a temporary data directory, or the
+given PostgreSQL database) crawls a generated loopback site of ``--pages``
+pages ``--runs`` times as one definition that keeps ``--keep`` runs; the
+schedule's clock is moved by hand, so no run waits. After each run it prints
+the runs kept and the space used: the data directory's bytes on SQLite (each
+run is a file of its own, unlinked when retired), the database's size on
+PostgreSQL (deleted rows leave free space in the tables that later runs'
+rows reuse once vacuumed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from crawler.service.app import build_app
+from crawler.service.config import ServiceConfig
+from crawler.service.state import SERVICE
+
+HOUR = 3600.0
+
+
+def site(pages: int) -> web.Application:
+    async def page(request: web.Request) -> web.Response:
+        i = int(request.match_info.get("i", "0"))
+        links = "".join(f'<a href="/p/{(i * 7 + k) % pages}">x</a>' for k in range(1, 6))
+        return web.Response(
+            text=f"<html><body>{links}<a href='/gone/{i % 10}'>b</a></body></html>",
+            content_type="text/html",
+        )
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    app.router.add_get("/p/{i}", page)
+    return app
+
+
+def used_bytes(data: Path) -> int:
+    return sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
+
+
+async def pg_bytes(store: object) -> int:
+    pool = store._pool  # type: ignore[attr-defined]  # a bench may look inside
+    async with pool.acquire() as conn:
+        return int(await conn.fetchval("SELECT pg_database_size(current_database())"))
+
+
+async def main(args: argparse.Namespace) -> None:
+    server = TestServer(site(args.pages), host="127.0.0.1")
+    await server.start_server()
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data"
+        config = ServiceConfig(data_dir=data, db=args.db, no_token=True, allow_private=True)
+        app = build_app(config)
+        service = app[SERVICE]
+        now = [time.time()]
+        service.scheduler.clock = lambda: now[0]
+        runner = web.AppRunner(app)
+        await runner.setup()
+        try:
+            scheduler, manager = service.scheduler, service.manager
+            spec = {
+                "name": "bench",
+                "seeds": [str(server.make_url("/"))],
+                "keep_runs": args.keep,
+                "settings": {"max_retries": 0, "max_concurrency": 16},
+                "schedule": {"every": "1h", "timezone": "UTC"},
+                "webhook": None,
+            }
+            definition = await scheduler.create(spec)
+            for run in range(1, args.runs + 1):
+                if run > 1:
+                    now[0] += HOUR
+                    await scheduler.tick()
+                while scheduler.active_run(definition.id) is not None or manager._hooks:  # noqa: ASYNC110 - polls the service
+                    await asyncio.sleep(0.05)
+                kept = [e.id for e in manager.runs_of(definition.id)]
+                size = used_bytes(data) if args.db is None else await pg_bytes(manager.store)
+                if args.db is None and run == args.runs:
+                    for f in sorted(data.rglob("*")):
+                        if f.is_file():
+                            print(f"  {f.relative_to(data)}: {f.stat().st_size} bytes")
+                where = "data dir" if args.db is None else "database"
+                print(f"run {run}: runs kept {kept}, {where} {size / 1e6:.2f} MB", flush=True)
+        finally:
+            await runner.cleanup()
+    await server.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pages", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=6)
+    parser.add_argument("--keep", type=int, default=2)
+    parser.add_argument("--db", default=None)
+    asyncio.run(main(parser.parse_args()))
