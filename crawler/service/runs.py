@@ -137,9 +137,9 @@ class CrawlRun:
             job, _ = runner.open_existing(target.db, target.crawl_id)
             return job
         settings = CrawlSettings.model_validate(self._settings)
-        # A re-crawl of the definition's previous run where both are in one database
-        # (PostgreSQL); a SQLite service keeps each crawl in a file of its own, where
-        # the previous run is not, so its runs start from scratch.
+        # A definition's run is a re-crawl of its previous finished run: both are in
+        # one database (PostgreSQL, or the definition's SQLite file), under the
+        # service's ids. A one-off crawl (its own file, crawl id None) has no previous.
         previous = self.previous_crawl_id if target.crawl_id is not None else None
         return runner.start(
             target.db,

@@ -70,15 +70,14 @@ def create_crawl(
     classified: both are written in ONE transaction, so a crash never leaves
     a recorded crawl with an empty frontier (which would read as finished).
     ``seeded`` False: the crawl's sitemaps are still to be collected
-    (``FrontierStore.mark_seeded``). ``crawl_id`` (PostgreSQL only) records
-    it under an id reserved beforehand, as the service does for its crawls.
+    (``FrontierStore.mark_seeded``). ``crawl_id`` records it under an id
+    reserved beforehand, as the service does for its crawls (on SQLite, for the
+    runs of one definition, which share a file).
     ``previous_crawl_id`` makes it a re-crawl of that crawl (``previous_pages``).
     """
     if is_postgres_url(db_name):
         new = _NewCrawl(recorded, seeds, seeded, previous_crawl_id)
         return _postgres(str(db_name), crawl_id, settings, new)[0]
-    if crawl_id is not None:
-        raise UsageError("a crawl id can be chosen on PostgreSQL only")
     conn = db.open_database(sqlite_path(db_name), durability=durability)
     try:
         crawl_id = crawls.create(
@@ -91,6 +90,7 @@ def create_crawl(
             max_urls=settings.max_urls,
             max_cache_age_s=settings.max_cache_age_s,
             previous_crawl_id=previous_crawl_id,
+            crawl_id=crawl_id,
         )
     except BaseException:
         conn.close()

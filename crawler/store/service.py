@@ -4,7 +4,9 @@ The service's code (``crawler/service``) talks to a ``ServiceStore`` and never
 to a database, so the same manager runs on either backend:
 
 - SQLite (``sqlite.service_index.SqliteServiceStore``, the default): the index
-  is ``DATA/service.db`` and each crawl a file of its own, ``DATA/crawls/<id>.db``;
+  is ``DATA/service.db``, a one-off crawl a file of its own,
+  ``DATA/crawls/<id>.db``, and the runs of one definition crawls of one file,
+  ``DATA/definitions/<definition id>.db``, under the service's ids;
 - PostgreSQL (``postgres.service_store.PostgresServiceStore``, ``--db
   postgresql://…``): the index is the ``service_crawl`` table and each crawl
   rows of the normal crawl tables, with the crawl id equal to the service's,
@@ -23,7 +25,8 @@ A store answers three groups of questions:
   ``definition_id`` names it;
 - one crawl's data: where the engine opens it (``target``), whether a start is
   a resume (``prepare``), a ``snapshot`` of its counters, ``host_totals``,
-  ``workers`` and ``load_report``.
+  ``workers``, ``load_report`` and ``load_diff`` (two runs of a definition,
+  compared by ``crawler.report.diff`` as ``crawler diff`` does).
 
 ``CrawlQueue`` is the worker's side on PostgreSQL: the crawls a ``crawler
 work --service`` process may join, and the state of the one it works on.
@@ -37,6 +40,7 @@ from typing import Any, Protocol
 
 from crawler.errors import UsageError
 from crawler.models import Counts
+from crawler.report.diff import CrawlDiff
 from crawler.report.model import ReportData
 from crawler.store.open import is_postgres_url
 
@@ -115,7 +119,7 @@ class CrawlTarget:
     """What ``runner.start`` / ``runner.open_existing`` get as ``--db`` and crawl id."""
 
     db: str | Path
-    crawl_id: int | None  # None: the one crawl of a per-crawl SQLite file
+    crawl_id: int | None  # None: the one crawl of a one-off crawl's SQLite file
 
 
 class ServiceStore(Protocol):
@@ -209,6 +213,10 @@ class ServiceStore(Protocol):
 
     async def load_report(self, crawl_id: int, fmt: str) -> ReportData | None:
         """The crawl's report as format ``fmt`` needs it; None before it has data."""
+        ...
+
+    async def load_diff(self, from_crawl: int, to_crawl: int) -> CrawlDiff | None:
+        """Two runs of one definition compared; None while either has no data."""
         ...
 
     def describe(self) -> str:

@@ -23,8 +23,10 @@ from typing import Any
 
 from crawler.config import DEFAULT_LEASE_TTL_S
 from crawler.errors import UsageError
+from crawler.report.diff import CrawlDiff
 from crawler.report.model import ReportData
 from crawler.store import liveness
+from crawler.store.postgres import diff as pg_diff
 from crawler.store.postgres import report as pg_report
 from crawler.store.postgres import schema
 from crawler.store.postgres.frontier import read_counts
@@ -418,6 +420,14 @@ class PostgresServiceStore:
             try:
                 return await pg_report.load(conn, crawl_id, fmt)
             except UsageError:  # deleted meanwhile
+                return None
+
+    async def load_diff(self, from_crawl: int, to_crawl: int) -> CrawlDiff | None:
+        """The two crawls compared in one snapshot; None while either has no crawl row."""
+        async with self._pool.acquire() as conn:
+            try:
+                return await pg_diff.load(conn, from_crawl, to_crawl)
+            except UsageError:  # not recorded yet, or deleted meanwhile
                 return None
 
 

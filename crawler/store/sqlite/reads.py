@@ -11,9 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from crawler.models import Counts
+from crawler.report.diff import CrawlDiff
 from crawler.report.model import ReportData
 from crawler.store.service import Snapshot, WorkerRow
 from crawler.store.sqlite import crawls, db
+from crawler.store.sqlite import diff as sqlite_diff
 from crawler.store.sqlite import report as sqlite_report
 from crawler.store.sqlite.frontier import Frontier
 
@@ -29,50 +31,60 @@ GROUP BY host
 """
 
 
-def snapshot(path: Path) -> Snapshot:
-    """Counters of the (one) crawl in ``path``."""
+def snapshot(path: Path, crawl_id: int | None = None) -> Snapshot:
+    """Counters of crawl ``crawl_id`` in ``path`` (None: its one crawl)."""
     conn = db.open_reader(path)
     try:
-        record = crawls.get(conn)
+        record = crawls.get(conn, crawl_id)
         counts = Frontier(conn, record.id).counts()
         return Snapshot(counts, record.elapsed_s, record.state == "finished")
     finally:
         conn.close()
 
 
-def counts(path: Path) -> Counts:
+def counts(path: Path, crawl_id: int | None = None) -> Counts:
     """Frontier counters only (the live sampler's question)."""
-    return snapshot(path).counts
+    return snapshot(path, crawl_id).counts
 
 
-def host_totals(path: Path) -> dict[str, tuple[int, int]]:
+def host_totals(path: Path, crawl_id: int | None = None) -> dict[str, tuple[int, int]]:
     """host -> (URLs requested, of which no response or 5xx), for the crawl in ``path``."""
     conn = db.open_reader(path)
     try:
-        record = crawls.get(conn)
+        record = crawls.get(conn, crawl_id)
         rows = conn.execute(_HOST_TOTALS, (record.id,)).fetchall()
     finally:
         conn.close()
     return {host: (int(total), int(errors or 0)) for host, total, errors in rows}
 
 
-def workers(path: Path) -> list[WorkerRow]:
-    """The processes working on the crawl in ``path``, oldest first."""
+def workers(path: Path, crawl_id: int | None = None) -> list[WorkerRow]:
+    """The processes working on the crawl in ``path`` (all its crawls'), oldest first."""
     conn = db.open_reader(path)
     try:
         rows = conn.execute(
             "SELECT token, pid, hostname, started_at, heartbeat_at, urls_done, pages_done "
-            "FROM worker ORDER BY started_at, token"
+            "FROM worker WHERE ? IS NULL OR crawl_id = ? ORDER BY started_at, token",
+            (crawl_id, crawl_id),
         ).fetchall()
     finally:
         conn.close()
     return [WorkerRow(*row) for row in rows]
 
 
-def load_report(path: Path, fmt: str) -> ReportData:
+def load_report(path: Path, fmt: str, crawl_id: int | None = None) -> ReportData:
     """The crawl's report data, as much as format ``fmt`` shows."""
     conn = db.open_reader(path)
     try:
-        return sqlite_report.load(conn, None, fmt)
+        return sqlite_report.load(conn, crawl_id, fmt)
+    finally:
+        conn.close()
+
+
+def load_diff(path: Path, from_crawl: int, to_crawl: int) -> CrawlDiff:
+    """Two crawls of one file compared, in one snapshot (``diff.load``)."""
+    conn = db.open_reader(path)
+    try:
+        return sqlite_diff.load(conn, from_crawl, to_crawl)
     finally:
         conn.close()

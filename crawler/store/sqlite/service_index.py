@@ -1,7 +1,11 @@
 """The service's index of crawls: ``DATA/service.db``, one row per crawl.
 
-Each crawl's results live in its own file, ``DATA/crawls/<id>.db``, written by
-the engine as with the CLI. The index holds what a crawl database cannot say:
+A one-off crawl's results live in its own file, ``DATA/crawls/<id>.db``,
+written by the engine as with the CLI (its one crawl). The runs of one crawl
+definition share one file, ``DATA/definitions/<definition id>.db``, each run
+a crawl in it under the service's id: so each run is a re-crawl of the
+previous one (validators and stored links at hand) and their diff is read in
+one snapshot. The index holds what a crawl database cannot say:
 
 - the service-wide id, handed out once (AUTOINCREMENT: a deleted id is never
   reused, so a stale file can never be taken for a new crawl);
@@ -13,8 +17,12 @@ the engine as with the CLI. The index holds what a crawl database cannot say:
   definition each run belongs to, and webhook deliveries (schema version 2;
   a version 1 index gains them when opened).
 
-Deleting a crawl unlinks its file: its space goes back to the file system at
-once, and a long crawl running in another file is never touched.
+Deleting a one-off crawl unlinks its file: its space goes back to the file
+system at once. Deleting a definition's run removes its rows from the shared
+file in short batches (``crawl_delete``), so a run writing to the same file
+waits at most one batch; the pages freed are reused by the next runs (the
+file stops growing at about ``keep_runs`` + 1 runs). Deleting the definition
+unlinks its file.
 
 Listing crawls reads this one small table instead of opening every file.
 Writes are rare (state changes) and run on one thread, in order.
@@ -37,9 +45,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from crawler.errors import ForeignDatabaseError, StoreError, UsageError
+from crawler.report.diff import CrawlDiff
 from crawler.report.model import ReportData
 from crawler.store.service import CrawlTarget, Definition, Delivery, Entry, Snapshot, WorkerRow
-from crawler.store.sqlite import crawls, db, reads
+from crawler.store.sqlite import crawl_delete, crawls, db, reads
 from crawler.store.sqlite.db import atomic
 from crawler.store.sqlite.frontier import Frontier
 
@@ -325,24 +334,49 @@ class SqliteServiceStore:
     def __init__(self, data_dir: Path, index: AsyncIndex) -> None:
         self.data_dir = data_dir
         self.crawls_dir = data_dir / "crawls"
+        self.definitions_dir = data_dir / "definitions"
         self._index = index
+        self._definition_of: dict[int, int] = {}  # run -> its definition (shared file)
 
     @classmethod
     async def open(cls, data_dir: Path) -> SqliteServiceStore:
-        crawls_dir = data_dir / "crawls"
-        await asyncio.to_thread(crawls_dir.mkdir, parents=True, exist_ok=True)
-        return cls(data_dir, await AsyncIndex.open(data_dir / "service.db"))
+        for directory in (data_dir / "crawls", data_dir / "definitions"):
+            await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
+        store = cls(data_dir, await AsyncIndex.open(data_dir / "service.db"))
+        await store.entries()  # learns which crawls are runs of a definition
+        return store
 
     def describe(self) -> str:
         return str(self.data_dir)
 
     def path_of(self, crawl_id: int) -> Path:
+        """The file holding the crawl: its definition's, or its own."""
+        definition_id = self._definition_of.get(crawl_id)
+        if definition_id is not None:
+            return self.definition_path(definition_id)
         return self.crawls_dir / f"{crawl_id}.db"
+
+    def definition_path(self, definition_id: int) -> Path:
+        return self.definitions_dir / f"{definition_id}.db"
+
+    def _shared(self, crawl_id: int) -> bool:
+        return crawl_id in self._definition_of
+
+    def _id_in_file(self, crawl_id: int) -> int | None:
+        """The crawl's id inside its file: the service's in a shared file, else its one."""
+        return crawl_id if self._shared(crawl_id) else None
+
+    def _learn(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            if entry.definition_id is not None:
+                self._definition_of[entry.id] = entry.definition_id
 
     # -- the index ---------------------------------------------------------------
 
     async def entries(self) -> list[Entry]:
-        return await self._index.entries()
+        entries = await self._index.entries()
+        self._learn(entries)
+        return entries
 
     async def insert(
         self,
@@ -351,7 +385,9 @@ class SqliteServiceStore:
         now: float,
         definition_id: int | None = None,
     ) -> Entry:
-        return await self._index.insert(seeds, settings, now, definition_id)
+        entry = await self._index.insert(seeds, settings, now, definition_id)
+        self._learn([entry])
+        return entry
 
     async def definitions(self) -> list[Definition]:
         return await self._index.definitions()
@@ -366,6 +402,7 @@ class SqliteServiceStore:
 
     async def delete_definition(self, definition_id: int) -> None:
         await self._index.delete_definition(definition_id)
+        await asyncio.to_thread(remove_crawl_files, self.definition_path(definition_id))
 
     async def deliveries(self) -> list[Delivery]:
         return await self._index.deliveries()
@@ -383,8 +420,15 @@ class SqliteServiceStore:
         """Nothing to record: no other process joins a per-crawl file."""
 
     async def delete(self, crawl_id: int) -> None:
-        await asyncio.to_thread(remove_crawl_files, self.path_of(crawl_id))
+        """A one-off crawl's file is unlinked; a definition's run is deleted from the
+        shared file in batches (module docstring)."""
+        path = self.path_of(crawl_id)
+        if self._shared(crawl_id):
+            await asyncio.to_thread(crawl_delete.delete_crawl, path, crawl_id)
+        else:
+            await asyncio.to_thread(remove_crawl_files, path)
         await self._index.delete(crawl_id)
+        self._definition_of.pop(crawl_id, None)
 
     async def ping(self) -> None:
         await self._index.ping()
@@ -396,38 +440,66 @@ class SqliteServiceStore:
     # -- one crawl's file ------------------------------------------------------------
 
     def target(self, crawl_id: int) -> CrawlTarget:
-        return CrawlTarget(self.path_of(crawl_id), None)
+        return CrawlTarget(self.path_of(crawl_id), self._id_in_file(crawl_id))
 
     async def prepare(self, crawl_id: int) -> int | None:
+        if self._shared(crawl_id):
+            return await asyncio.to_thread(_prepare_shared, self.path_of(crawl_id), crawl_id)
         return await asyncio.to_thread(_prepare, self.path_of(crawl_id))
 
     async def snapshot(self, crawl_id: int) -> Snapshot | None:
         path = self.path_of(crawl_id)
         if not path.exists():
             return None
-        return await asyncio.to_thread(reads.snapshot, path)
+        try:
+            return await asyncio.to_thread(reads.snapshot, path, self._id_in_file(crawl_id))
+        except StoreError:
+            raise
+        except UsageError:  # a shared file without this run yet
+            return None
 
     async def host_totals(self, crawl_id: int) -> dict[str, tuple[int, int]]:
         path = self.path_of(crawl_id)
         if not path.exists():
             return {}
-        return await asyncio.to_thread(reads.host_totals, path)
+        try:
+            return await asyncio.to_thread(reads.host_totals, path, self._id_in_file(crawl_id))
+        except StoreError:
+            raise
+        except UsageError:  # a shared file without this run yet
+            return {}
 
     async def workers(self, crawl_id: int) -> list[WorkerRow]:
         path = self.path_of(crawl_id)
         if not path.exists():
             return []
-        return await asyncio.to_thread(reads.workers, path)
+        return await asyncio.to_thread(reads.workers, path, self._id_in_file(crawl_id))
 
     async def load_report(self, crawl_id: int, fmt: str) -> ReportData | None:
         path = self.path_of(crawl_id)
         if not path.exists():
             return None
         try:
-            return await asyncio.to_thread(reads.load_report, path, fmt)
+            return await asyncio.to_thread(reads.load_report, path, fmt, self._id_in_file(crawl_id))
         except StoreError:  # corrupt or foreign (also a UsageError): the caller's 500
             raise
         except UsageError:  # created a moment ago: no crawl row yet
+            return None
+
+    async def load_diff(self, from_crawl: int, to_crawl: int) -> CrawlDiff | None:
+        """Two runs of one definition compared in their shared file; None while either
+        has no crawl row (or they are not runs of one definition)."""
+        definition_id = self._definition_of.get(to_crawl)
+        if definition_id is None or self._definition_of.get(from_crawl) != definition_id:
+            return None
+        path = self.definition_path(definition_id)
+        if not path.exists():
+            return None
+        try:
+            return await asyncio.to_thread(reads.load_diff, path, from_crawl, to_crawl)
+        except StoreError:
+            raise
+        except UsageError:  # not recorded yet
             return None
 
 
@@ -460,6 +532,26 @@ def _prepare(path: Path) -> int | None:
         return counts.leased
     remove_crawl_files(path)
     return None
+
+
+def _prepare_shared(path: Path, crawl_id: int) -> int | None:
+    """``_prepare`` for a run in its definition's file: resume it, or remove what a kill
+    left of it (a crawl row whose seeds never reached the frontier), not the file."""
+    if not path.exists():
+        return None
+    conn = db.open_database(path)
+    try:
+        try:
+            crawls.get(conn, crawl_id)
+        except UsageError:  # killed before the crawl was recorded
+            return None
+        counts = Frontier(conn, crawl_id).counts()
+        if counts.pending + counts.leased + counts.done > 0:
+            return counts.leased
+        crawl_delete.delete_rows(conn, crawl_id)
+        return None
+    finally:
+        conn.close()
 
 
 def _writable(directory: Path) -> None:
