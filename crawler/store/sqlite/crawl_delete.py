@@ -48,7 +48,7 @@ _CRAWL_STATEMENTS = (
 )
 
 
-def delete_crawl(path: Path, crawl_id: int, batch: int = DELETE_BATCH) -> int:
+def delete_crawl(path: Path, crawl_id: int, batch: int | None = None) -> int:
     """Remove crawl ``crawl_id`` and all its rows from ``path``; the batches it took."""
     if not path.exists():
         return 0
@@ -59,8 +59,9 @@ def delete_crawl(path: Path, crawl_id: int, batch: int = DELETE_BATCH) -> int:
         conn.close()
 
 
-def delete_rows(conn: sqlite3.Connection, crawl_id: int, batch: int = DELETE_BATCH) -> int:
-    """``delete_crawl`` on an open writer connection."""
+def delete_rows(conn: sqlite3.Connection, crawl_id: int, batch: int | None = None) -> int:
+    """``delete_crawl`` on an open writer connection (``batch``: ``DELETE_BATCH``)."""
+    batch = batch or DELETE_BATCH
     batches = 0
     while True:
         ids = [row[0] for row in conn.execute(_BATCH, (crawl_id, 0, batch))]
