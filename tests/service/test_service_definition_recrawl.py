@@ -140,6 +140,11 @@ async def test_the_second_run_is_a_recrawl_and_its_diff_and_webhook_are_the_plan
     assert document["counts"] == expected_counts
     assert [link["url"] for link in document["new_broken"]] == [site.url("/new-missing")]
 
+    await svc.ok("DELETE", f"/definitions/{did}", status=204)
+    for run in (first, second):
+        assert (await svc.call("GET", f"/crawls/{run}"))[0] == 404
+    assert not list((svc.service.config.data_dir / "definitions").glob("*.db*"))
+
 
 async def test_retention_deletes_the_oldest_run_while_the_next_one_writes(
     svc: Harness, site: ThreadedSite, monkeypatch: pytest.MonkeyPatch

@@ -129,3 +129,59 @@ def test_definitions_schedules_and_pending_webhooks_survive_sigkill(
         assert delivered[0]["attempts"] == 2
         assert len(handler.bodies) == 2
         assert handler.bodies[0] == handler.bodies[1]  # the same bytes, the same signature
+
+
+CHAIN = 20
+
+
+def test_a_killed_run_of_a_definition_resumes_in_its_storage_and_diffs_right(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The second run (a re-crawl, in the definition's SQLite file on SQLite) is killed
+    mid-way; the restarted service resumes it there, the first run's data untouched."""
+    data = tmp_path / "data"
+    with ThreadedSite(small_site()) as site:
+        body: dict[str, Any] = {
+            "seeds": [site.url("/")],
+            "settings": {"max_retries": 0, "max_concurrency": 1},
+            "schedule": {"every": "1h"},
+        }
+        with ServiceProcess(data, ARGS, env=env) as first:
+            created = first.request("POST", "/definitions", body)
+            assert created.status == 201, created.body
+            did, run1 = created.json()["id"], created.json()["active_run"]
+            wait_until_sync(lambda: _finished(first, did, run1), 30, 0.05, "first run")
+            chain = {
+                f"/s/{i}": Page(links=[f"/s/{i + 1}"] if i + 1 < CHAIN else [], delay_s=0.1)
+                for i in range(CHAIN)
+            }
+            site.server.site.update(chain)
+            site.server.site["/b"] = Page(links=["/", "/a", "/s/0"])
+            replaced = first.request(
+                "PUT", f"/definitions/{did}", {**body, "schedule": {"every": "2h"}}
+            )
+            assert replaced.status == 200, replaced.body
+            run2 = replaced.json()["active_run"]
+
+            def half_way() -> bool:
+                return sum(path.startswith("/s/") for _, path in site.requests()) >= CHAIN // 2
+
+            wait_until_sync(half_way, 30, 0.01, "the second run half-way")
+            first.kill()
+        if not env:
+            assert sorted(p.name for p in (data / "definitions").iterdir())[0] == f"{did}.db"
+            assert not list((data / "crawls").glob("*.db"))  # no file per run
+        with ServiceProcess(data, ARGS, env=env) as second:
+            wait_until_sync(lambda: _finished(second, did, run2), 60, 0.05, "second run resumed")
+            runs = second.get(f"/definitions/{did}/runs").json()["runs"]
+            diff = second.get(f"/definitions/{did}/diff").json()
+            first_report = second.get(f"/crawls/{run1}/report").json()
+            resumed = [e for e in second.log_lines() if e["event"] == "crawls_resuming"]
+        added = sorted(site.url(f"/s/{i}") for i in range(CHAIN))
+    assert [r["id"] for r in runs] == [run2, run1]  # no extra run after the restart
+    assert resumed
+    assert run2 in resumed[0]["crawl_ids"]
+    assert (diff["from_crawl"], diff["to_crawl"]) == (run1, run2)
+    assert diff["pages_added"] == added
+    assert diff["counts"]["new_broken"] == 0
+    assert first_report["summary"]["pages"] == 3
