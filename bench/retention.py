@@ -7,8 +7,10 @@ An in-process service (SQLite files under a temporary data directory, or the
 given PostgreSQL database) crawls a generated loopback site of ``--pages``
 pages ``--runs`` times as one definition that keeps ``--keep`` runs; the
 schedule's clock is moved by hand, so no run waits. After each run it prints
-the runs kept and the space used: the data directory's bytes on SQLite (each
-run is a file of its own, unlinked when retired), the database's size on
+the runs kept and the space used: the data directory's bytes on SQLite (the
+runs of the definition are crawls of one file, ``definitions/<id>.db``; a
+retired run's rows are deleted in batches and its pages reused by the next
+run), the database's size on
 PostgreSQL (deleted rows leave free space in the tables that later runs'
 rows reuse once vacuumed).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sqlite3
 import tempfile
 import time
 from pathlib import Path
@@ -48,6 +51,18 @@ def site(pages: int) -> web.Application:
 
 def used_bytes(data: Path) -> int:
     return sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
+
+
+def definition_file(path: Path) -> str:
+    """The definition's SQLite file: its size (with its WAL) and its free pages."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+    finally:
+        conn.close()
+    size = sum(f.stat().st_size for f in path.parent.glob(path.name + "*"))
+    return f" (definition file {size / 1e6:.2f} MB, of which free {free * page / 1e6:.2f} MB)"
 
 
 async def pg_bytes(store: object) -> int:
@@ -92,7 +107,10 @@ async def main(args: argparse.Namespace) -> None:
                         if f.is_file():
                             print(f"  {f.relative_to(data)}: {f.stat().st_size} bytes")
                 where = "data dir" if args.db is None else "database"
-                print(f"run {run}: runs kept {kept}, {where} {size / 1e6:.2f} MB", flush=True)
+                line = f"run {run}: runs kept {kept}, {where} {size / 1e6:.2f} MB"
+                if args.db is None:
+                    line += definition_file(data / "definitions" / f"{definition.id}.db")
+                print(line, flush=True)
         finally:
             await runner.cleanup()
     await server.close()
