@@ -16,8 +16,8 @@ webhook) is kept in the store with its schedule position ``next_run_at``.
   against the previous finished run, a webhook delivery when it has new
   broken links, then retention: runs beyond the newest ``keep_runs`` that are
   over (finished, failed, cancelled) are deleted one by one, each through the
-  store's delete (a file unlinked on SQLite, batches of rows on PostgreSQL),
-  so a running crawl is never held up.
+  store's delete (batches of rows, from the definition's SQLite file or from
+  PostgreSQL), so a running crawl is never held up for long.
 
 The clock is injected (``clock``: seconds since the epoch): tests move it
 and call ``tick`` themselves; the service's own loop calls ``tick`` every
