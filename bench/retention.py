@@ -30,6 +30,7 @@ from aiohttp.test_utils import TestServer
 from crawler.service.app import build_app
 from crawler.service.config import ServiceConfig
 from crawler.service.state import SERVICE
+from crawler.store.sqlite import crawl_delete
 
 HOUR = 3600.0
 
@@ -71,7 +72,24 @@ async def pg_bytes(store: object) -> int:
         return int(await conn.fetchval("SELECT pg_database_size(current_database())"))
 
 
+DELETES: list[tuple[int, float]] = []  # (batches, seconds) of each retired run (SQLite)
+
+
+def timed_deletes() -> None:
+    """Record how long each retired run's delete takes, and in how many batches."""
+    real = crawl_delete.delete_crawl
+
+    def timed(path: Path, crawl_id: int, batch: int | None = None) -> int:
+        started = time.perf_counter()
+        batches = real(path, crawl_id, batch)
+        DELETES.append((batches, time.perf_counter() - started))
+        return batches
+
+    crawl_delete.delete_crawl = timed  # a bench may instrument
+
+
 async def main(args: argparse.Namespace) -> None:
+    timed_deletes()
     server = TestServer(site(args.pages), host="127.0.0.1")
     await server.start_server()
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,6 +128,9 @@ async def main(args: argparse.Namespace) -> None:
                 line = f"run {run}: runs kept {kept}, {where} {size / 1e6:.2f} MB"
                 if args.db is None:
                     line += definition_file(data / "definitions" / f"{definition.id}.db")
+                for batches, seconds in DELETES:
+                    line += f"; retired a run in {batches} batches, {seconds:.2f} s"
+                DELETES.clear()
                 print(line, flush=True)
         finally:
             await runner.cleanup()
