@@ -15,7 +15,8 @@ webhook) is kept in the store with its schedule position ``next_run_at``.
 - When a run finishes (``run_finished``, called by the manager): the diff
   against the previous finished run, a webhook delivery when it has new
   broken links, then retention: runs beyond the newest ``keep_runs`` that are
-  over (finished, failed, cancelled) are deleted one by one, each through the
+  over (finished, failed, cancelled), except the one an active run re-crawls
+  from, are deleted one by one, each through the
   store's delete (batches of rows, from the definition's SQLite file or from
   PostgreSQL), so a running crawl is never held up for long.
 
@@ -197,8 +198,11 @@ class Scheduler:
             if definition is None:
                 return deleted
             keep = int(definition.spec.get("keep_runs", DEFAULT_KEEP_RUNS))
+            active = self.active_run(definition_id)
+            # The run an active run re-crawls from is read by it: kept until it is over.
+            base = None if active is None else self.manager.previous_run(active)
             for run in self.manager.runs_of(definition_id)[keep:]:
-                if run.state not in OVER_STATES:
+                if run.state not in OVER_STATES or (base is not None and run.id == base.id):
                     continue
                 await self.manager.delete(run.id)
                 deleted.append(run.id)

@@ -199,3 +199,26 @@ async def test_retention_deletes_the_oldest_run_while_the_next_one_writes(
     diff = await svc.ok("GET", f"/definitions/{did}/diff")
     assert (diff["from_crawl"], diff["to_crawl"]) == (ids[1], ids[2])
     assert diff["counts"]["pages_added"] == 10
+
+
+async def test_retention_keeps_the_run_an_active_run_recrawls_from(
+    svc: Harness, site: ThreadedSite
+) -> None:
+    created = await svc.ok("POST", "/definitions", definition(site.url("/"), keep_runs=1), 201)
+    did = created["id"]
+    ids = [created["active_run"]]
+    await svc.wait_run(ids[0])
+    svc.clock.advance(HOUR)
+    ids.extend(await svc.tick())
+    await svc.wait_run(ids[1])  # run 1 retired after it
+    site.server.site["/b"] = Page(links=["/s/0"])
+    site.server.site.update({f"/s/{i}": Page(links=[f"/s/{i + 1}"], delay_s=0.2) for i in range(5)})
+    svc.clock.advance(HOUR)
+    ids.extend(await svc.tick())
+    await wait_until(
+        lambda: svc.service.manager.get(ids[2]).state == "running", timeout=10, message="running"
+    )
+    assert await svc.service.scheduler.retain(did) == []  # run 2 is what run 3 reads
+    await svc.wait_run(ids[2])  # then run 2 goes, after run 3
+    runs = (await svc.ok("GET", f"/definitions/{did}/runs"))["runs"]
+    assert [r["id"] for r in runs] == [ids[2]]
