@@ -228,6 +228,9 @@ class RunOptions(BaseModel):
     workers: int = Field(default=1, ge=1, le=64)
     parse_helpers: int | None = Field(default=None, ge=0, le=64)
     shutdown_timeout_s: float = Field(default=DEFAULT_SHUTDOWN_TIMEOUT_S, ge=0, le=3600)
+    # Exit 2 on any broken link, or only on links newly broken since the previous
+    # finished crawl of the same seeds (``crawler.report.diff``).
+    fail_on: Literal["any", "new"] = "any"
 
     @field_validator("format")
     @classmethod

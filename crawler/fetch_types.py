@@ -31,6 +31,9 @@ class Fetched:
     elapsed_ms: int = 0
     # HEAD's status when a GET was sent to confirm it and answered otherwise.
     head_status: int | None = None
+    # Validators the server sent (ETag, Last-Modified), kept with a page for re-crawls.
+    etag: str | None = None
+    last_modified: str | None = None
 
     @property
     def media_type(self) -> str:

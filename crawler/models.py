@@ -111,6 +111,9 @@ class Result:
     bytes: int | None = None
     elapsed_ms: int | None = None
     head_status: int | None = None  # HEAD's answer, when the confirming GET's differed
+    # The page's validators, kept for the next crawl's conditional request (pages only).
+    etag: str | None = None
+    last_modified: str | None = None
 
 
 # The element of a link found only in a page's rendered DOM (``--render``) starts
@@ -149,6 +152,31 @@ class Outcome:
     redirect_to: Discovered | None = None
     anchors: frozenset[str] | None = None  # set when fragments are checked
     render_issues: list[RenderIssue] = field(default_factory=list)  # --render only
+
+
+# A link as a previous crawl recorded it: target URL, element, fragment, line, column.
+PreviousLink = tuple[str, str, str, int | None, int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class PreviousPage:
+    """What the crawl a re-crawl starts from stored for one page crawled OK.
+
+    Its validators make the conditional request; on ``304 Not Modified`` its
+    result and links (``(target URL, element, fragment, line, column)``, as
+    recorded) stand
+    in for the body that was not downloaded. ``anchors`` is None when the
+    page's anchors were not recorded (no ``--include-fragments``).
+    """
+
+    url: str
+    etag: str | None
+    last_modified: str | None
+    status: int | None
+    content_type: str | None
+    bytes: int | None
+    links: tuple[PreviousLink, ...] = ()
+    anchors: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -198,6 +198,8 @@ def classify(fetched: Fetched, policy: Policy) -> Result:
         bytes=fetched.size,
         elapsed_ms=fetched.elapsed_ms,
         head_status=fetched.head_status,
+        etag=fetched.etag,
+        last_modified=fetched.last_modified,
     )
     if fetched.failure == FailureKind.PRIVATE_ADDRESS:
         result.result_class = ResultClass.EXCLUDED

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 # stylesheet, parsed for its url() references): crawled when in scope.
 PAGE_ELEMENTS = frozenset({"a", "area", "iframe", "frame", "meta", "seed", "sitemap", "stylesheet"})
 MEMO_SIZE = 5_000
+# A re-crawl classifies every recorded link of every unchanged page again: most
+# are to pages many pages link to, so these are memoized (emptied when full).
+RECORDED_MEMO_SIZE = 20_000
 # Elements whose fragment names an anchor in the target document.
 ANCHOR_ELEMENTS = frozenset({"a", "area", "iframe", "frame", "seed"})
 
@@ -48,6 +51,9 @@ class Scope:
     remaps: tuple[tuple[Substitution, str], ...] = ()  # --remap, applied once per URL
     # Links every page repeats (navigation, footer, assets) are classified once.
     _memo: dict[tuple[str, ...], Discovered] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
+    _recorded: dict[tuple[str, ...], Discovered] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
 
@@ -150,6 +156,35 @@ class Scope:
         ):
             kind = UrlKind.ANCHORS  # fetched once with GET to learn its anchors
         return Discovered(url=key, host=host, kind=kind, element=element, fragment=fragment)
+
+    def classify_recorded(self, url: str, fragment: str, *, element: str, depth: int) -> Discovered:
+        """A link as an earlier crawl recorded it (URL key, fragment), classified again.
+
+        The URL was remapped when it was recorded, so it is not remapped twice.
+        Memoized: the answer depends on the link and on whether ``depth`` is
+        within ``--max-depth``, nothing else.
+        """
+        within = "1" if self.max_depth is None or depth <= self.max_depth else "0"
+        key = (url, fragment, element, within)
+        found = self._recorded.get(key)
+        if found is None:
+            found = self._classify_recorded(url, fragment, element=element, depth=depth)
+            if len(self._recorded) >= RECORDED_MEMO_SIZE:
+                self._recorded.clear()
+            self._recorded[key] = found
+        return found
+
+    def _classify_recorded(
+        self, url: str, fragment: str, *, element: str, depth: int
+    ) -> Discovered:
+        found = self.classify(url, element=element, depth=depth, remap=False)
+        if not fragment or found.fragment == fragment:
+            return found
+        if found.host is None:  # not HTTP, or invalid: skipped whatever its fragment
+            return found._replace(fragment=fragment)
+        return self._classify_key(
+            found.url, fragment, found.host, element=element, depth=depth, remap=False
+        )
 
     def classify_link(
         self, raw: str, base: str, encoding: str, *, element: str, depth: int

@@ -30,6 +30,7 @@ from crawler.config import CrawlSettings, RunOptions
 from crawler.engine import joiner as joiner_mod
 from crawler.engine import runner, workers
 from crawler.errors import DatabaseFailedError, DiskFullError, InvalidURLError, UsageError
+from crawler.report import diff_formats
 from crawler.report.model import BrokenEdge
 from crawler.store import open as store_open
 
@@ -53,6 +54,8 @@ def execute(args: argparse.Namespace) -> int:
         for note in notes:
             print(f"crawler: note: {note}", file=sys.stderr)
         log.configure(run_options.log_level, run_options.log_format)
+        if args.command == "diff":
+            return _diff(args, run_options)
         if run_options.format not in report.FORMATS:
             raise UsageError(
                 f"invalid --format {run_options.format!r}: choose from {', '.join(report.FORMATS)}"
@@ -60,6 +63,8 @@ def execute(args: argparse.Namespace) -> int:
         _check_output(run_options.output)
         if args.command == "crawl":
             return _crawl(args, settings, run_options)
+        if args.command == "recrawl":
+            return _recrawl(args, run_options)
         if args.command == "resume":
             return _resume(args, run_options)
         if args.command == "work":
@@ -83,6 +88,30 @@ def execute(args: argparse.Namespace) -> int:
 def _crawl(args: argparse.Namespace, settings: CrawlSettings, run: RunOptions) -> int:
     job = runner.start(run.db, list(args.seeds), settings, durability=run.durability)
     return _run_and_report(run, job)
+
+
+def _recrawl(args: argparse.Namespace, run: RunOptions) -> int:
+    """A new crawl with the stored crawl's seeds and settings, crawl flags laid over them."""
+    overrides = {
+        name: value
+        for name, value in options.flags_from_namespace(args).items()
+        if options.BY_FIELD[name].target == "crawl"
+    }
+    job = runner.start_recrawl(run.db, overrides, crawl_id=args.crawl_id, durability=run.durability)
+    return _run_and_report(run, job)
+
+
+def _diff(args: argparse.Namespace, run: RunOptions) -> int:
+    """Print what changed between two crawls; exit 2 when links broke since, else 0."""
+    if run.format not in diff_formats.DIFF_FORMATS:
+        raise UsageError(
+            f"invalid --format {run.format!r} for diff: "
+            f"choose from {', '.join(diff_formats.DIFF_FORMATS)}"
+        )
+    _check_output(run.output)
+    diff = store_open.load_diff(run.db, args.from_crawl, args.to_crawl)
+    _write(run, diff_formats.render(diff, run.format))
+    return EXIT_BROKEN if diff.new_broken else EXIT_OK
 
 
 def _resume(args: argparse.Namespace, run: RunOptions) -> int:
@@ -230,7 +259,33 @@ def _print_report(run: RunOptions, crawl_id: int | None) -> int:
     site = locations.local_site(data)
     if site is not None:  # files and lines instead of local URLs
         data = locations.with_files(data, site, Path.cwd())
-    text = report.render(data, run.format)
+    _write(run, report.render(data, run.format))
+    for edge in unreachable:
+        print(f"crawler: seed {edge.url} could not be reached: {edge.error}", file=sys.stderr)
+    if unreachable:
+        return EXIT_FAILURE
+    if not data.summary.broken:
+        return EXIT_OK
+    if run.fail_on == "new":
+        return _new_broken_exit(run, data.crawl.id)
+    return EXIT_BROKEN
+
+
+def _new_broken_exit(run: RunOptions, crawl_id: int) -> int:
+    """``--fail-on new``: exit 2 only for links broken now and not in the previous crawl."""
+    diff = store_open.load_diff(run.db, None, crawl_id)
+    counts = diff.counts()
+    since = f"crawl {diff.from_crawl}" if diff.from_crawl else "no earlier crawl of these seeds"
+    print(
+        f"crawler: {counts['new_broken']} newly broken, {counts['still_broken']} still broken, "
+        f"{counts['fixed']} fixed (since {since})",
+        file=sys.stderr,
+    )
+    return EXIT_BROKEN if diff.new_broken else EXIT_OK
+
+
+def _write(run: RunOptions, text: str) -> None:
+    """The report (or diff) to ``-o`` or stdout."""
     if run.output:
         try:
             Path(run.output).write_text(text, encoding="utf-8", newline="")
@@ -243,11 +298,6 @@ def _print_report(run: RunOptions, crawl_id: int | None) -> int:
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-    for edge in unreachable:
-        print(f"crawler: seed {edge.url} could not be reached: {edge.error}", file=sys.stderr)
-    if unreachable:
-        return EXIT_FAILURE
-    return EXIT_BROKEN if data.summary.broken else EXIT_OK
 
 
 def unreachable_seeds(data: report.ReportData) -> list[BrokenEdge]:

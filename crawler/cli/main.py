@@ -1,7 +1,8 @@
-"""Command line: ``crawler crawl``, ``crawler resume``, ``crawler report``…
+"""Command line: ``crawler crawl``, ``recrawl``, ``resume``, ``report``, ``diff``…
 
 Exit codes follow lychee, so CI pipelines work unchanged: 0 every link fine,
-2 broken links found, 3 bad usage or configuration, 1 any other failure,
+2 broken links found (with ``--fail-on new``: links newly broken since the
+previous finished crawl of the same seeds), 3 bad usage or configuration, 1 any other failure,
 including a seed that could not be reached at all (no HTTP answer: DNS,
 connection, TLS, timeout), as lychee exits 1 when an input cannot be read: the
 site was not checked, which is not the same news as "it has broken links".

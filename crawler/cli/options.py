@@ -63,6 +63,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="FORMAT",
     ),
     Option("output", ("-o", "--output"), "write the report to this file", "run", metavar="FILE"),
+    Option(
+        "fail_on",
+        ("--fail-on",),
+        "exit 2 for any broken link, or only for links newly broken since the previous "
+        "finished crawl of the same seeds",
+        "run",
+        choices=("any", "new"),
+    ),
     Option("no_progress", ("-n", "--no-progress"), "no live progress display", "run", "flag"),
     Option(
         "log_level",
@@ -433,7 +441,7 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "output",
         "the report and the logs",
-        ("format", "output", "no_progress", "log_level", "log_format"),
+        ("format", "output", "fail_on", "no_progress", "log_level", "log_format"),
     ),
     (
         "storage",
@@ -443,6 +451,18 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 # What `crawler report` takes: it reads a database and writes a report, nothing more.
 REPORT_FIELDS = frozenset({"db", "format", "output", "log_level", "log_format"})
+RUN_FIELDS = frozenset(option.field for option in OPTIONS if option.target == "run")
+# What `crawler recrawl` shows besides the run options: the stored crawl's settings
+# stand, these (and any other crawl option given) are laid over them.
+RECRAWL_FIELDS = frozenset(
+    {
+        "max_cache_age_s",
+        "timeout_s",
+        "max_concurrency",
+        "host_concurrency",
+        "host_request_interval_s",
+    }
+)
 
 
 def add_arguments(

@@ -15,6 +15,7 @@ from crawler import __version__
 from crawler.cli import completion, manpage, options
 from crawler.cli.exits import EXIT_USAGE
 from crawler.report import FORMATS
+from crawler.report.diff_formats import DIFF_FORMATS
 from crawler.service import command as service_cli
 
 EXIT_CODES = (
@@ -32,6 +33,7 @@ examples:
   crawler crawl public --base-url https://example.org/ -f sarif -o links.sarif
   crawler crawl https://example.org/ --max-depth 2 --exclude '/archive/' -f json -o links.json
   crawler report -f markdown -o links.md
+  crawler recrawl --fail-on new && crawler diff -f markdown
 """
 
 
@@ -125,6 +127,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     options.add_common(work)
     options.add_arguments(work, "run")
+
+    recrawl = _command(
+        commands,
+        "recrawl",
+        "crawl again what the latest crawl crawled, asking only for what changed",
+        "Start a new crawl with the seeds and settings of the latest crawl (or --crawl ID).\n"
+        "Pages that crawl stored an ETag or Last-Modified for are asked conditionally\n"
+        "(If-None-Match, If-Modified-Since); a page answered 304 Not Modified is not\n"
+        "downloaded: its links are the ones the previous crawl found. The report is the\n"
+        "one a full crawl would give. Crawl options given here override the stored ones.",
+        "  crawler recrawl --db site.db\n"
+        "  crawler recrawl --db site.db --fail-on new -f markdown -o changes.md\n",
+    )
+    recrawl.add_argument(
+        "--crawl", type=int, dest="crawl_id", help="the crawl to re-crawl (default: latest)"
+    )
+    options.add_common(recrawl)
+    options.add_arguments(recrawl, only=options.RECRAWL_FIELDS | options.RUN_FIELDS)
+
+    diff = _command(
+        commands,
+        "diff",
+        "what changed between two crawls: new, fixed and still broken links, pages",
+        "Compare two crawls in the database: links newly broken (with their sources),\n"
+        "fixed, still broken; pages that appeared and disappeared. Default: the last\n"
+        f"two finished crawls of the same seeds. Formats (-f): {', '.join(DIFF_FORMATS)}.",
+        "  crawler diff --db site.db\n  crawler diff --db site.db --from 3 --to 5 -f json\n",
+    )
+    diff.add_argument("--from", type=int, dest="from_crawl", help="the earlier crawl's id")
+    diff.add_argument(
+        "--to", type=int, dest="to_crawl", help="the later crawl's id (default: latest finished)"
+    )
+    options.add_common(diff)
+    options.add_arguments(diff, "run", only=options.REPORT_FIELDS)
 
     rep = _command(
         commands,

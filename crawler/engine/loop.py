@@ -30,13 +30,14 @@ from dataclasses import dataclass
 
 import structlog
 
+from crawler import recrawl
 from crawler.config import CrawlSettings
 from crawler.engine.checked_hosts import CheckedHosts
 from crawler.engine.cookie_sync import CookieSync
 from crawler.engine.membudget import PageMemory, Reservation
 from crawler.engine.parse_pool import ParsePool
 from crawler.engine.render_step import BrowserLoads, render_outcome, wants_render
-from crawler.models import LeasedUrl, Outcome, Result, ResultClass, UrlKind
+from crawler.models import LeasedUrl, Outcome, PreviousPage, Result, ResultClass, UrlKind
 from crawler.net.fetch import Fetched, Fetcher
 from crawler.net.render.renderer import Renderer
 from crawler.net.robots import Robots
@@ -81,6 +82,7 @@ class RunStats:
     retried: int = 0
     rejected: int = 0
     in_flight: int = 0
+    not_modified: int = 0  # re-crawl pages answered 304, taken from the previous crawl
 
 
 class Engine:
@@ -125,6 +127,8 @@ class Engine:
         self._running: set[asyncio.Task[None]] = set()
         self._fetching = 0  # of _running, those whose request is not answered yet
         self._outcomes: list[Outcome] = []
+        # A re-crawl's view of the pages leased: what the previous crawl stored (row id).
+        self._previous: dict[int, PreviousPage] = {}
         self._committing = 0
         self._writer_wake = asyncio.Event()
         self._stopping = False
@@ -168,6 +172,7 @@ class Engine:
             broken=stats.broken,
             retried=stats.retried,
             rejected=stats.rejected,
+            not_modified=stats.not_modified,
             seconds=round(time.monotonic() - stats.started_at, 3),
         )
         return finished
@@ -226,6 +231,13 @@ class Engine:
             await self._cookies.refresh()
         if self._checked is not None:
             self._checked.note(leased)
+        pages = [row for row in leased if row.kind == UrlKind.PAGE]
+        if pages:
+            previous = await self._frontier.previous_pages([row.url for row in pages])
+            for row in pages:
+                found = previous.get(row.url)
+                if found is not None:
+                    self._previous[row.id] = found
         for row in leased:
             queue = self._ready.get(row.host)
             if queue is None:
@@ -357,6 +369,7 @@ class Engine:
         self._wake.set()
 
     async def _fetch_and_build(self, row: LeasedUrl, on_answered: Callable[[], None]) -> Outcome:
+        previous = recrawl.conditional(row, self._previous.pop(row.id, None), self._policy)
         try:
             if (
                 row.kind == UrlKind.PAGE
@@ -365,7 +378,14 @@ class Engine:
             ):
                 result = Result(ResultClass.SKIPPED, error="disallowed by robots.txt")
                 return Outcome(leased=row, result=result)
-            if row.kind >= UrlKind.ANCHORS:
+            if previous is not None:  # a re-crawl asks "changed since?"
+                fetched = await self._fetcher.fetch_page(
+                    row.url, etag=previous.etag, last_modified=previous.last_modified
+                )
+                if recrawl.is_not_modified(fetched):
+                    self.stats.not_modified += 1
+                    return recrawl.not_modified(row, previous, fetched, self._scope, self._policy)
+            elif row.kind >= UrlKind.ANCHORS:
                 fetched = await self._fetcher.fetch_page(row.url)
                 self._shrink_memory(row.id, self._body_cost(fetched))
             else:
@@ -522,6 +542,7 @@ class Engine:
         await asyncio.gather(writer, return_exceptions=True)
         await asyncio.gather(renewer, return_exceptions=True)
         self._ready.clear()
+        self._previous.clear()
         self._buffered = 0
         if self._parse_pool_start is not None:
             await asyncio.gather(self._parse_pool_start, return_exceptions=True)

@@ -220,8 +220,15 @@ def start(
     *,
     durability: Durability = "normal",
     crawl_id: int | None = None,
+    previous_crawl_id: int | None = None,
 ) -> CrawlJob:
-    """Record a new crawl in the database (keeping any earlier ones), as ``crawl_id`` if given."""
+    """Record a new crawl in the database (keeping any earlier ones), as ``crawl_id`` if given.
+
+    With ``previous_crawl_id`` the new crawl is a re-crawl of that crawl: pages
+    it stored validators for are asked conditionally, and a page answered
+    ``304 Not Modified`` takes its links from what that crawl stored
+    (``crawler.recrawl``).
+    """
     if not raw_seeds and settings.root_dir is None:
         raise UsageError("no seed URL given (a URL, a directory, or --root-dir DIR)")
     if settings.root_dir is not None:  # stored with the crawl: a resume from elsewhere finds it
@@ -239,6 +246,7 @@ def start(
         seeded=not wants_sitemaps(settings),
         durability=durability,
         crawl_id=crawl_id,
+        previous_crawl_id=previous_crawl_id,
     )
     return CrawlJob(store, settings, scope, seeds, local_root, browser=browser)
 
@@ -246,6 +254,30 @@ def start(
 def find_browser(settings: CrawlSettings) -> str | None:
     """The browser's path when the crawl renders pages; UsageError saying how to get one."""
     return browsers.find_browser(settings.browser) if settings.may_render() else None
+
+
+def start_recrawl(
+    db_path: str | Path,
+    overrides: dict[str, object] | None = None,
+    *,
+    crawl_id: int | None = None,
+    durability: Durability = "normal",
+) -> CrawlJob:
+    """A re-crawl of ``crawl_id`` (else the latest): its seeds and settings, with ``overrides``."""
+    if (
+        not store_open.is_postgres_url(db_path)
+        and not Path(store_open.sqlite_path(db_path)).exists()
+    ):
+        raise UsageError(f"{db_path}: no such database; start a crawl with `crawler crawl URL`")
+    record = store_open.load_record(db_path, crawl_id)
+    values = {**record.config, **(overrides or {})}
+    try:
+        settings = CrawlSettings.model_validate(values)
+    except ValueError as exc:
+        raise UsageError(f"crawl {record.id}: its settings are not valid here: {exc}") from exc
+    return start(
+        db_path, list(record.seeds), settings, durability=durability, previous_crawl_id=record.id
+    )
 
 
 def classified_seeds(scope: Scope, keys: list[str]) -> list[Discovered]:

@@ -124,9 +124,20 @@ class Fetcher:
         if self.jar is not None and self._settings.cookie_jar:
             cookies.save(self.jar, self._settings.cookie_jar)
 
-    async def fetch_page(self, url: str) -> Fetched:
-        """GET a page; read its body (capped) when it is HTML or CSS and successful."""
-        return await self._request("GET", url, read="html")
+    async def fetch_page(
+        self, url: str, *, etag: str | None = None, last_modified: str | None = None
+    ) -> Fetched:
+        """GET a page; read its body (capped) when it is HTML or CSS and successful.
+
+        With a validator the request is conditional (``If-None-Match``,
+        ``If-Modified-Since``): a ``304 Not Modified`` comes back without a body.
+        """
+        conditional: dict[str, str] = {}
+        if etag:
+            conditional["If-None-Match"] = etag
+        if last_modified:
+            conditional["If-Modified-Since"] = last_modified
+        return await self._request("GET", url, read="html", conditional=conditional)
 
     async def fetch_text(self, url: str) -> Fetched:
         """GET any document (robots.txt, a sitemap) and read it, capped."""
@@ -195,10 +206,12 @@ class Fetcher:
         feed: Feed | None = None,
         cap: int = 0,
         extra: dict[str, str] | None = None,
+        conditional: dict[str, str] | None = None,
     ) -> Fetched:
         """The one path of every request: the address guard, then aiohttp (or the local site).
 
-        ``read="stream"`` hands the body to ``feed`` chunk by chunk, ``cap`` bytes at most.
+        ``read="stream"`` hands the body to ``feed`` chunk by chunk, ``cap`` bytes at most;
+        ``conditional`` adds a re-crawl's validator headers (a local site ignores them).
         """
         if self._local is not None and self._local.contains(url):
             if feed is not None:
@@ -216,6 +229,8 @@ class Fetcher:
         headers = self._per_request(url)
         if extra:
             headers = {**extra, **(headers or {})}
+        if conditional:
+            headers = {**(headers or {}), **conditional}
         try:
             target = URL(url, encoded=True)
             proxy = self._proxy(target)
@@ -275,6 +290,8 @@ class Fetcher:
         fetched.retry_after = headers.get("Retry-After")
         fetched.robots_tag = headers.get("X-Robots-Tag")
         fetched.size = response.content_length
+        fetched.etag = headers.get("ETag")
+        fetched.last_modified = headers.get("Last-Modified")
         for name in (*POLICY_HEADERS, *RESOURCE_HEADERS):
             value = headers.get(name)
             if value is not None:

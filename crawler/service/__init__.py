@@ -10,7 +10,8 @@ Architecture, outside in (each module owns one thing):
 - ``manager``: crawl states, the queue, at most ``--max-running`` at once,
   resume after a restart. ``runs``: one crawl's run (``crawler.runner``).
 - storage is a ``crawler.store.service.ServiceStore``: SQLite files
-  (``DATA/service.db`` and ``DATA/crawls/<id>.db``), or one PostgreSQL
+  (``DATA/service.db``, ``DATA/crawls/<id>.db`` for one-off crawls,
+  ``DATA/definitions/<id>.db`` for a definition's runs), or one PostgreSQL
   database (``--db``) whose running crawls ``crawler work --service``
   processes join. ``progress``: live counters and per-worker rates.
   ``metrics``: Prometheus.

@@ -56,8 +56,11 @@ def build_app(config: ServiceConfig) -> web.Application:
 
 async def _crawls(app: web.Application) -> AsyncIterator[None]:
     manager = app[SERVICE].manager
+    scheduler = app[SERVICE].scheduler
     await manager.open()
+    await scheduler.open()
     yield
+    await scheduler.close()
     await manager.close()
 
 

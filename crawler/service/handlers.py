@@ -36,6 +36,7 @@ from crawler.service.schemas import (
     ErrorDetail,
     Health,
     Ready,
+    ServiceCrawlSettings,
     WorkerList,
 )
 from crawler.service.state import OPENAPI, SERVICE, ApiError, Service
@@ -66,7 +67,7 @@ def _service(request: web.Request) -> Service:
     return request.app[SERVICE]
 
 
-def _json(model: pydantic.BaseModel, status: int = 200, **headers: str) -> web.Response:
+def as_json(model: pydantic.BaseModel, status: int = 200, **headers: str) -> web.Response:
     return web.json_response(model.model_dump(mode="json"), status=status, headers=headers)
 
 
@@ -89,13 +90,13 @@ crawl_id_of = _crawl_id
 entry_of = _entry
 
 
-def _time(timestamp: float | None) -> dt.datetime | None:
-    return None if timestamp is None else dt.datetime.fromtimestamp(timestamp, tz=dt.UTC)
+def timestamp(value: float | None) -> dt.datetime | None:
+    return None if value is None else dt.datetime.fromtimestamp(value, tz=dt.UTC)
 
 
 async def crawl_view(service: Service, entry: Entry) -> CrawlView:
     manager = service.manager
-    created = _time(entry.created_at)
+    created = timestamp(entry.created_at)
     assert created is not None
     return CrawlView(
         id=entry.id,
@@ -103,8 +104,8 @@ async def crawl_view(service: Service, entry: Entry) -> CrawlView:
         seeds=redact.values(entry.seeds),
         settings=redact.values(redact_settings(entry.settings)),
         created_at=created,
-        started_at=_time(entry.started_at),
-        finished_at=_time(entry.finished_at),
+        started_at=timestamp(entry.started_at),
+        finished_at=timestamp(entry.finished_at),
         queue_position=manager.queue_position(entry),
         error=None if entry.error is None else redact.credentials(entry.error),
         progress=await manager.progress(entry),
@@ -125,7 +126,7 @@ async def list_crawls(request: web.Request) -> web.Response:
     page = newest_first[:limit]
     views = [await crawl_view(service, entry) for entry in page]
     more = len(newest_first) > limit
-    return _json(
+    return as_json(
         CrawlList(
             crawls=views,
             running=manager.count("running"),
@@ -150,22 +151,39 @@ def _query_int(request: web.Request, name: str, default: int, low: int, high: in
 
 async def create_crawl(request: web.Request) -> web.Response:
     service = _service(request)
-    body = await _read_json_body(request)
+    body = await read_json_body(request)
     try:
         create = CrawlCreate.model_validate_json(
             body,
-            context={
-                "allow_private": service.config.allow_private,
-                "allow_networks": service.config.allow_networks,
-                "local_roots": service.config.local_roots,
-            },
+            context=validation_context(service),
         )
     except pydantic.ValidationError as exc:
         raise ApiError.from_validation(exc) from None
+    recorded = recorded_settings(service, create.settings)
     try:
-        asked = create.settings.model_dump(mode="json")
+        entry = await service.manager.create(list(create.seeds), recorded)
+    except QueueFullError as exc:
+        raise ApiError(429, str(exc)) from None
+    view = await crawl_view(service, entry)
+    return as_json(view, 201, Location=f"/crawls/{entry.id}")
+
+
+def validation_context(service: Service) -> dict[str, object]:
+    """What the seed validators need to know of the operator's settings."""
+    return {
+        "allow_private": service.config.allow_private,
+        "allow_networks": service.config.allow_networks,
+        "local_roots": service.config.local_roots,
+    }
+
+
+def recorded_settings(service: Service, settings: ServiceCrawlSettings) -> dict[str, object]:
+    """The settings as recorded with a crawl: guarded, within the operator's limits;
+    a 422 naming the field otherwise."""
+    try:
+        asked = settings.model_dump(mode="json")
         check_guard_asked(
-            asked, create.settings.model_fields_set, allow_private=service.config.allow_private
+            asked, settings.model_fields_set, allow_private=service.config.allow_private
         )
         check_limits(
             asked,
@@ -177,9 +195,9 @@ async def create_crawl(request: web.Request) -> web.Response:
             allow_private=service.config.allow_private,
             allow_networks=service.config.allow_networks,
         )
-        settings = CrawlSettings.model_validate(guarded)
-        check_render_available(settings)
-        recorded = settings.model_dump(mode="json")
+        validated = CrawlSettings.model_validate(guarded)
+        check_render_available(validated)
+        recorded = validated.model_dump(mode="json")
     except ValueError as exc:  # pydantic.ValidationError is one too
         if isinstance(exc, pydantic.ValidationError):
             raise ApiError.from_validation(exc, prefix="settings") from None
@@ -187,15 +205,10 @@ async def create_crawl(request: web.Request) -> web.Response:
         field = f"settings.{name}"
         detail = ErrorDetail(field=field, message=message, type="not_allowed")
         raise ApiError(422, f"invalid {field}: {message}", field=field, details=[detail]) from None
-    try:
-        entry = await service.manager.create(list(create.seeds), recorded)
-    except QueueFullError as exc:
-        raise ApiError(429, str(exc)) from None
-    view = await crawl_view(service, entry)
-    return _json(view, 201, Location=f"/crawls/{entry.id}")
+    return recorded
 
 
-async def _read_json_body(request: web.Request) -> bytes:
+async def read_json_body(request: web.Request) -> bytes:
     if request.content_type != "application/json":
         raise ApiError(415, "send the body as application/json", field="Content-Type")
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
@@ -212,14 +225,14 @@ async def _read_json_body(request: web.Request) -> bytes:
 
 async def get_crawl(request: web.Request) -> web.Response:
     service = _service(request)
-    return _json(await crawl_view(service, _entry(service, _crawl_id(request))))
+    return as_json(await crawl_view(service, _entry(service, _crawl_id(request))))
 
 
 async def crawl_workers(request: web.Request) -> web.Response:
     service = _service(request)
     entry = _entry(service, _crawl_id(request))
     manager = service.manager
-    return _json(
+    return as_json(
         WorkerList(
             crawl_id=entry.id,
             state=manager.shown_state(entry),  # type: ignore[arg-type]  # one of CrawlState
@@ -262,7 +275,7 @@ async def _transition(request: web.Request, action: str) -> web.Response:
         entry = await change(entry.id)
     except ConflictError as exc:
         raise ApiError(409, str(exc)) from None
-    return _json(await crawl_view(service, entry))
+    return as_json(await crawl_view(service, entry))
 
 
 async def crawl_report(request: web.Request) -> web.Response:
@@ -295,7 +308,7 @@ async def crawl_report(request: web.Request) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return _json(Health(status="ok"))
+    return as_json(Health(status="ok"))
 
 
 async def readyz(request: web.Request) -> web.Response:
@@ -308,7 +321,7 @@ async def readyz(request: web.Request) -> web.Response:
         checks["storage"] = f"cannot use {service.manager.store.describe()}: {exc}"
     checks["accepting"] = "shutting down" if service.stopping else "ok"
     ready = all(value == "ok" for value in checks.values())
-    return _json(Ready(ready=ready, checks=checks), 200 if ready else 503)
+    return as_json(Ready(ready=ready, checks=checks), 200 if ready else 503)
 
 
 async def metrics(request: web.Request) -> web.Response:

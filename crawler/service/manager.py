@@ -15,6 +15,12 @@ Architecture:
   run is stopped gracefully and left recorded as running, so it resumes next
   time; a kill loses nothing either, the engine's leases just expire.
 
+Runs of crawl definitions (``scheduler``) are crawls like any other, with
+their ``definition_id``: each starts as a re-crawl of its definition's
+latest finished run (``previous_run``), and when one finishes the
+``on_finished`` callbacks (the scheduler's: diff, webhook, retention) run in a
+task of their own.
+
 Every crawl's task binds ``crawl_id`` to structlog's context, so each log
 line of that crawl (engine's included) carries it.
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +59,7 @@ SAMPLE_EVERY_S = 0.5
 STOP_GRACE_S = 5.0  # beyond the engine's shutdown timeout, before a run is cancelled
 WORKERS_GONE_POLL_S = 0.2
 STATES = ("queued", "running", "paused", "cancelled", "finished", "failed", "deleting")
+ACTIVE_STATES = frozenset({"queued", "running", "paused"})  # a run that may still go on
 
 
 class CrawlNotFoundError(LookupError):
@@ -93,6 +101,8 @@ class CrawlManager:
     _sampler: asyncio.Task[None] | None = None
     memory: MemoryPlan | None = None
     _page_budget: ByteBudget | None = None
+    on_finished: list[Callable[[Entry], Awaitable[None]]] = field(default_factory=list)
+    _hooks: set[asyncio.Task[None]] = field(default_factory=set)
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -137,6 +147,7 @@ class CrawlManager:
             running.stopping = True
             running.run.stop()
         tasks = [r.task for r in self._running.values() if r.task is not None]
+        tasks.extend(self._hooks)
         if tasks:
             log.info("crawls_stopping", crawls=len(tasks))
             await self._settle(tasks)
@@ -214,12 +225,29 @@ class CrawlManager:
 
     # -- changing ----------------------------------------------------------------
 
-    async def create(self, seeds: list[str], settings: dict[str, Any]) -> Entry:
+    def runs_of(self, definition_id: int) -> list[Entry]:
+        """A definition's runs, newest first."""
+        return [e for e in self.entries() if e.definition_id == definition_id]
+
+    def previous_run(self, entry: Entry) -> Entry | None:
+        """The latest finished run of the entry's definition before it."""
+        if entry.definition_id is None:
+            return None
+        done = [
+            e
+            for e in self.runs_of(entry.definition_id)
+            if e.id < entry.id and e.state == "finished"
+        ]
+        return done[0] if done else None
+
+    async def create(
+        self, seeds: list[str], settings: dict[str, Any], definition_id: int | None = None
+    ) -> Entry:
         if self.count("queued") >= MAX_QUEUED:
             raise QueueFullError(f"{MAX_QUEUED} crawls are queued already")
-        entry = await self.store.insert(seeds, settings, time.time())
+        entry = await self.store.insert(seeds, settings, time.time(), definition_id)
         self._entries[entry.id] = entry
-        log.info("crawl_created", crawl_id=entry.id, seeds=len(seeds))
+        log.info("crawl_created", crawl_id=entry.id, seeds=len(seeds), definition_id=definition_id)
         self._kick()
         return entry
 
@@ -320,6 +348,7 @@ class CrawlManager:
         for entry in self._queue():
             if len(self._running) >= self.config.max_running:
                 return
+            previous = self.previous_run(entry)
             run = CrawlRun(
                 self.store,
                 entry.id,
@@ -330,6 +359,7 @@ class CrawlManager:
                 memory=(self.memory, self._page_budget)
                 if self.memory is not None and self._page_budget is not None
                 else None,
+                previous_crawl_id=None if previous is None else previous.id,
             )
             running = self._running[entry.id] = _Running(run)
             resumed = entry.started_at is not None
@@ -375,6 +405,11 @@ class CrawlManager:
                 entry.state = "failed"
                 entry.error = "the crawl stopped by itself"
             log.info("crawl_stopped", state=entry.state)
+        if entry.state == "finished" and not self._closing:  # started before any await
+            for hook in self.on_finished:
+                task = asyncio.create_task(self._hook(hook, entry), name="crawl-finished-hook")
+                self._hooks.add(task)
+                task.add_done_callback(self._hooks.discard)
         if entry.state != "deleting":
             with contextlib.suppress(Exception):
                 await self.store.update(entry)
@@ -388,6 +423,13 @@ class CrawlManager:
             log.warning("crawl_stats_unreadable", error=str(exc))
             return []
         return [] if found is None else crawl_stats.refused_seeds(found, entry.seeds)
+
+    async def _hook(self, hook: Callable[[Entry], Awaitable[None]], entry: Entry) -> None:
+        structlog.contextvars.bind_contextvars(crawl_id=entry.id)
+        try:
+            await hook(entry)
+        except Exception:
+            log.exception("crawl_finished_hook_failed")
 
     async def _sample_loop(self) -> None:
         while True:

@@ -32,7 +32,7 @@ def document() -> dict[str, Any]:
             "title": "crawler service",
             "version": __version__,
             "description": (
-                "Recursive link checking as a service. Write operations (POST, DELETE) "
+                "Recursive link checking as a service. Write operations (POST, PUT, DELETE) "
                 "need `Authorization: Bearer TOKEN` when the service has a token."
             ),
         },

@@ -107,20 +107,20 @@ STATIC_NAME = Param(
 TEXT = {"schema": {"type": "string"}}
 
 
-def _error(status: int, description: str) -> Answer:
+def error(status: int, description: str) -> Answer:
     return Answer(status, description, ErrorBody)
 
 
-NOT_FOUND = _error(404, "no such crawl")
-UNAUTHORIZED = _error(401, "missing or wrong bearer token")
-FORBIDDEN = _error(
+NOT_FOUND = error(404, "no such crawl")
+UNAUTHORIZED = error(401, "missing or wrong bearer token")
+FORBIDDEN = error(
     403,
     "a Host header that is neither loopback nor --allowed-host, a cross-origin write, "
     "or (with --no-token) a request forwarded by a proxy",
 )
-METHOD_NOT_ALLOWED = _error(405, "the path does not take this method (see Allow)")
-INTERNAL = _error(500, "an internal error; the service log has the details")
-CONFLICT = _error(409, "not possible in the crawl's state")
+METHOD_NOT_ALLOWED = error(405, "the path does not take this method (see Allow)")
+INTERNAL = error(500, "an internal error; the service log has the details")
+CONFLICT = error(409, "not possible in the crawl's state")
 
 
 def _transition(action: str, handler: Handler, summary: str) -> Route:
@@ -144,7 +144,7 @@ ROUTES: tuple[Route, ...] = (
         "list_crawls",
         "Crawls, newest first, with live progress; a page at a time (`next`)",
         "crawls",
-        (Answer(200, "the crawls", CrawlList), _error(400, "invalid limit or before")),
+        (Answer(200, "the crawls", CrawlList), error(400, "invalid limit or before")),
         (PAGE_LIMIT, PAGE_BEFORE),
     ),
     Route(
@@ -156,14 +156,14 @@ ROUTES: tuple[Route, ...] = (
         "crawls",
         (
             Answer(201, "created", CrawlView),
-            _error(400, "the body is not JSON"),
+            error(400, "the body is not JSON"),
             UNAUTHORIZED,
-            _error(408, "the body did not arrive within --read-timeout"),
+            error(408, "the body did not arrive within --read-timeout"),
             FORBIDDEN,
-            _error(413, "body too large"),
-            _error(415, "body not sent as application/json"),
-            _error(422, "a field is invalid; `field` names it"),
-            _error(429, "too many crawls queued"),
+            error(413, "body too large"),
+            error(415, "body not sent as application/json"),
+            error(422, "a field is invalid; `field` names it"),
+            error(429, "too many crawls queued"),
         ),
         body=CrawlCreate,
     ),
@@ -209,7 +209,7 @@ ROUTES: tuple[Route, ...] = (
         (
             Answer(200, "the statistics", stats.CrawlStatsView),
             NOT_FOUND,
-            _error(409, "the crawl has not started yet"),
+            error(409, "the crawl has not started yet"),
         ),
         (CRAWL_ID,),
     ),
@@ -234,10 +234,10 @@ ROUTES: tuple[Route, ...] = (
                     if handlers.media_type(fmt) != "application/json"
                 },
             ),
-            _error(400, "unknown format"),
+            error(400, "unknown format"),
             NOT_FOUND,
-            _error(409, "the crawl has not started yet"),
-            _error(500, "the crawl's database cannot be read (the log says why)"),
+            error(409, "the crawl has not started yet"),
+            error(500, "the crawl's database cannot be read (the log says why)"),
         ),
         (CRAWL_ID, REPORT_FORMAT),
     ),
@@ -299,8 +299,13 @@ ROUTES: tuple[Route, ...] = (
                 "the file",
                 media={media: TEXT for media in sorted(set(dashboard.STATIC_FILES.values()))},
             ),
-            _error(404, "no such file"),
+            error(404, "no such file"),
         ),
         (STATIC_NAME,),
     ),
 )
+
+# The definitions' routes use the types above, so they are added last.
+from crawler.service.definition_routes import DEFINITION_ROUTES  # noqa: E402
+
+ROUTES = ROUTES + DEFINITION_ROUTES

@@ -57,8 +57,10 @@ class CrawlRun:
         *,
         shutdown_timeout_s: float,
         memory: tuple[MemoryPlan, ByteBudget] | None = None,
+        previous_crawl_id: int | None = None,
     ) -> None:
         self._store = store
+        self.previous_crawl_id = previous_crawl_id
         self.crawl_id = crawl_id
         self._seeds = seeds
         self._settings = settings
@@ -166,7 +168,17 @@ class CrawlRun:
             job, _ = runner.open_existing(target.db, target.crawl_id)
             return job
         settings = CrawlSettings.model_validate(self._settings)
-        return runner.start(target.db, self._seeds, settings, crawl_id=target.crawl_id)
+        # A definition's run is a re-crawl of its previous finished run: both are in
+        # one database (PostgreSQL, or the definition's SQLite file), under the
+        # service's ids. A one-off crawl (its own file, crawl id None) has no previous.
+        previous = self.previous_crawl_id if target.crawl_id is not None else None
+        return runner.start(
+            target.db,
+            self._seeds,
+            settings,
+            crawl_id=target.crawl_id,
+            previous_crawl_id=previous,
+        )
 
     async def sample(self, *, final: bool = False) -> None:
         """Refresh progress and metrics when due (always when ``final``)."""

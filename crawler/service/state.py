@@ -17,7 +17,9 @@ from aiohttp import web
 from crawler.service.config import ServiceConfig
 from crawler.service.manager import CrawlManager
 from crawler.service.metrics import ServiceMetrics
+from crawler.service.scheduler import Scheduler
 from crawler.service.schemas import ErrorBody, ErrorDetail
+from crawler.service.webhooks import WebhookSender
 
 
 @dataclass
@@ -27,13 +29,24 @@ class Service:
     config: ServiceConfig
     metrics: ServiceMetrics
     manager: CrawlManager
+    scheduler: Scheduler
     started_at: float = field(default_factory=time.time)
     stopping: bool = False
 
     @classmethod
     def create(cls, config: ServiceConfig) -> Service:
         metrics = ServiceMetrics()
-        return cls(config, metrics, CrawlManager(config, metrics))
+        manager = CrawlManager(config, metrics)
+        webhooks = WebhookSender(
+            lambda: manager.store,
+            time.time,
+            lambda definition_id: None,  # the scheduler's, below
+            allow_private=config.allow_private,
+            allow_networks=list(config.allow_networks),
+        )
+        scheduler = Scheduler(manager, webhooks)
+        webhooks.secret_of = scheduler.secret_of
+        return cls(config, metrics, manager, scheduler)
 
 
 SERVICE = web.AppKey("service", Service)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from crawler.models import Cookie, Counts, Discovered, LeasedUrl, Outcome
+from crawler.models import Cookie, Counts, Discovered, LeasedUrl, Outcome, PreviousPage
 from crawler.politeness import Gate, Limits
 
 
@@ -60,6 +60,15 @@ class FrontierStore(Protocol):
     fetched again and never reported, so a later link to it (without a
     fragment) may be stored apart from the links reports read. Every link is
     still recorded and visible in the ``link`` view.
+
+    Re-crawls: a page completed with an OK result that carries validators
+    (``Result.etag``, ``Result.last_modified``) keeps them with the page. A
+    crawl recorded with ``previous_crawl_id`` (``open.create_crawl``) is a
+    re-crawl of that crawl: ``previous_pages`` hands the engine, for pages it
+    leased, what that crawl stored for the same URLs, so it can ask "changed
+    since?" and, on ``304 Not Modified``, complete the page with the stored
+    result and links instead of the body. ``open.load_diff`` compares two
+    crawls (new, fixed and still broken links; pages added and removed).
 
     Reports: ``crawler.store.open.load_report`` reads a crawl's
     ``ReportData`` (summary counts, broken links with their sources, broken
@@ -165,6 +174,17 @@ class FrontierStore(Protocol):
 
     async def get_cookies(self, since: float | None = None) -> list[Cookie]:
         """The crawl's cookies stamped at or after ``since`` (every one when None)."""
+        ...
+
+    async def previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:
+        """For a re-crawl, what its previous crawl stored for these page URLs, by URL.
+
+        Only pages that crawl completed with an OK result and validators are
+        in it: their validators, status, content type and size, every link
+        recorded from them (target URL, element, fragment; redirects are not
+        links) and their anchors when recorded. Empty for a crawl that is not
+        a re-crawl, or whose previous crawl is gone.
+        """
         ...
 
     async def head_unreliable_hosts(self) -> list[str]:

@@ -10,7 +10,9 @@ code for both:
   transaction), return its ``FrontierStore``;
 - ``open_crawl``: a recorded crawl (the given id, else the latest unfinished,
   else the latest) with its record;
-- ``load_report``: the ``ReportData`` of a crawl, in one snapshot.
+- ``load_report``: the ``ReportData`` of a crawl, in one snapshot;
+- ``load_record``: a crawl's record (what a re-crawl starts from);
+- ``load_diff``: two crawls compared (``CrawlDiff``), in one snapshot.
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ from typing import Any
 from crawler.config import CrawlSettings, Durability
 from crawler.errors import UsageError
 from crawler.models import CrawlRecord, Discovered
+from crawler.report.diff import CrawlDiff
 from crawler.report.model import ReportData
 from crawler.store.contract import FrontierStore
 from crawler.store.sqlite import crawls, db
+from crawler.store.sqlite import db as db_module
+from crawler.store.sqlite import diff as sqlite_diff
 from crawler.store.sqlite import report as sqlite_report
 from crawler.store.sqlite.store import AsyncFrontier
 
@@ -57,6 +62,7 @@ def create_crawl(
     seeded: bool = True,
     durability: Durability = "normal",
     crawl_id: int | None = None,
+    previous_crawl_id: int | None = None,
 ) -> FrontierStore:
     """Record a new crawl (keeping earlier ones) with its seeds in its frontier; its store.
 
@@ -64,13 +70,14 @@ def create_crawl(
     classified: both are written in ONE transaction, so a crash never leaves
     a recorded crawl with an empty frontier (which would read as finished).
     ``seeded`` False: the crawl's sitemaps are still to be collected
-    (``FrontierStore.mark_seeded``). ``crawl_id`` (PostgreSQL only) records
-    it under an id reserved beforehand, as the service does for its crawls.
+    (``FrontierStore.mark_seeded``). ``crawl_id`` records it under an id
+    reserved beforehand, as the service does for its crawls (on SQLite, for the
+    runs of one definition, which share a file).
+    ``previous_crawl_id`` makes it a re-crawl of that crawl (``previous_pages``).
     """
     if is_postgres_url(db_name):
-        return _postgres(str(db_name), crawl_id, settings, _NewCrawl(recorded, seeds, seeded))[0]
-    if crawl_id is not None:
-        raise UsageError("a crawl id can be chosen on PostgreSQL only")
+        new = _NewCrawl(recorded, seeds, seeded, previous_crawl_id)
+        return _postgres(str(db_name), crawl_id, settings, new)[0]
     conn = db.open_database(sqlite_path(db_name), durability=durability)
     try:
         crawl_id = crawls.create(
@@ -82,6 +89,8 @@ def create_crawl(
             seeded=seeded,
             max_urls=settings.max_urls,
             max_cache_age_s=settings.max_cache_age_s,
+            previous_crawl_id=previous_crawl_id,
+            crawl_id=crawl_id,
         )
     except BaseException:
         conn.close()
@@ -107,6 +116,35 @@ def open_crawl(
         conn.close()
         raise
     return _sqlite_store(conn, record.id, settings), record
+
+
+def load_record(db_name: str | Path, crawl_id: int | None = None) -> CrawlRecord:
+    """A crawl's record (the latest when no id is given), from either backend."""
+    if is_postgres_url(db_name):
+        from crawler.store.postgres import crawls as pg_crawls  # asyncpg only when used
+        from crawler.store.postgres import schema
+        from crawler.store.postgres.loop import BackgroundLoop
+
+        async def read() -> CrawlRecord:
+            conn = await schema.connect_reader(str(db_name))
+            try:
+                return await pg_crawls.get(conn, crawl_id)
+            finally:
+                await conn.close()
+
+        runner = BackgroundLoop("crawler-record")
+        try:
+            return runner.run(read())
+        finally:
+            runner.close()
+    try:
+        reader = db.open_reader(sqlite_path(db_name))
+    except sqlite3.Error as exc:
+        raise UsageError(f"{db_name}: {exc}") from exc
+    try:
+        return crawls.get(reader, crawl_id)
+    finally:
+        reader.close()
 
 
 def load_report(
@@ -140,6 +178,42 @@ def load_report(
         reader.close()
 
 
+def load_diff(
+    db: str | Path, from_crawl: int | None = None, to_crawl: int | None = None
+) -> CrawlDiff:
+    """Two crawls compared, from either backend.
+
+    Default ``to_crawl``: the latest finished crawl; default ``from_crawl``: the
+    finished crawl before it with the same seeds (none: ``from_crawl`` 0, and
+    every broken link is new). UsageError for an unknown id or no finished crawl.
+    """
+    if is_postgres_url(db):
+        from crawler.store.postgres import diff as pg_diff  # asyncpg only when used
+        from crawler.store.postgres import schema
+        from crawler.store.postgres.loop import BackgroundLoop
+
+        async def read() -> CrawlDiff:
+            conn = await schema.connect_reader(str(db))
+            try:
+                return await pg_diff.load(conn, from_crawl, to_crawl)
+            finally:
+                await conn.close()
+
+        runner = BackgroundLoop("crawler-diff")
+        try:
+            return runner.run(read())
+        finally:
+            runner.close()
+    try:
+        reader = db_module.open_reader(sqlite_path(db))
+    except sqlite3.Error as exc:
+        raise UsageError(f"{db}: {exc}") from exc
+    try:
+        return sqlite_diff.load(reader, from_crawl, to_crawl)
+    finally:
+        reader.close()
+
+
 def _sqlite_store(conn: Any, crawl_id: int, settings: CrawlSettings) -> AsyncFrontier:
     return AsyncFrontier(
         conn, crawl_id, max_urls=settings.max_urls, max_cache_age_s=settings.max_cache_age_s
@@ -151,6 +225,7 @@ class _NewCrawl:
     recorded: list[str]
     seeds: Sequence[Discovered]
     seeded: bool
+    previous_crawl_id: int | None = None
 
 
 def _postgres(
@@ -176,6 +251,7 @@ def _postgres(
                     max_urls=settings.max_urls,
                     max_cache_age_s=settings.max_cache_age_s,
                     crawl_id=crawl_id,
+                    previous_crawl_id=new.previous_crawl_id,
                 )
                 return await pg_crawls.get(conn, new_id)
             if crawl_id is not None:

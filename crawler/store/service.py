@@ -4,20 +4,29 @@ The service's code (``crawler/service``) talks to a ``ServiceStore`` and never
 to a database, so the same manager runs on either backend:
 
 - SQLite (``sqlite.service_index.SqliteServiceStore``, the default): the index
-  is ``DATA/service.db`` and each crawl a file of its own, ``DATA/crawls/<id>.db``;
+  is ``DATA/service.db``, a one-off crawl a file of its own,
+  ``DATA/crawls/<id>.db``, and the runs of one definition crawls of one file,
+  ``DATA/definitions/<definition id>.db``, under the service's ids;
 - PostgreSQL (``postgres.service_store.PostgresServiceStore``, ``--db
   postgresql://…``): the index is the ``service_crawl`` table and each crawl
   rows of the normal crawl tables, with the crawl id equal to the service's,
   so ``crawler work`` processes on other machines can join them.
 
-A store answers two groups of questions:
+A store answers three groups of questions:
 
 - the index: ``entries``, ``insert``, ``update`` (state, queue order, times),
   ``mark_seeded`` (remote workers may join), ``delete`` (the entry and the
-  crawl's data), ``ping``;
+  crawl's data, in bounded batches on PostgreSQL so a running crawl is never
+  held up), ``ping``;
+- crawl definitions (recurring crawls) and their webhook deliveries:
+  ``definitions``, ``insert_definition``, ``update_definition``,
+  ``delete_definition``; ``deliveries``, ``insert_delivery``,
+  ``update_delivery``. A run of a definition is an entry whose
+  ``definition_id`` names it;
 - one crawl's data: where the engine opens it (``target``), whether a start is
   a resume (``prepare``), a ``snapshot`` of its counters, ``host_totals``,
-  ``workers`` and ``load_report``.
+  ``workers``, ``load_report`` and ``load_diff`` (two runs of a definition,
+  compared by ``crawler.report.diff`` as ``crawler diff`` does).
 
 ``CrawlQueue`` is the worker's side on PostgreSQL: the crawls a ``crawler
 work --service`` process may join, and the state of the one it works on.
@@ -31,6 +40,7 @@ from typing import Any, Protocol
 
 from crawler.errors import UsageError
 from crawler.models import Counts
+from crawler.report.diff import CrawlDiff
 from crawler.report.model import ReportData
 from crawler.store.crawl_stats import CrawlStats
 from crawler.store.open import is_postgres_url
@@ -49,6 +59,38 @@ class Entry:
     started_at: float | None = None
     finished_at: float | None = None
     error: str | None = None
+    definition_id: int | None = None  # a run of this crawl definition
+
+
+@dataclass(slots=True)
+class Definition:
+    """A recurring crawl: ``spec`` is the validated API body (seeds, settings,
+    schedule, keep_runs, webhook with its secret); ``next_run_at`` is the
+    schedule's position, None while it has no next run."""
+
+    id: int
+    spec: dict[str, Any]
+    created_at: float
+    updated_at: float
+    next_run_at: float | None
+
+
+@dataclass(slots=True)
+class Delivery:
+    """One webhook call for one finished run, and how it went."""
+
+    id: int
+    definition_id: int
+    crawl_id: int
+    url: str
+    body: bytes  # the exact bytes sent and signed
+    state: str  # pending, delivered, failed
+    attempts: int
+    created_at: float
+    next_attempt_at: float
+    last_status: int | None = None
+    last_error: str | None = None
+    finished_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +120,7 @@ class CrawlTarget:
     """What ``runner.start`` / ``runner.open_existing`` get as ``--db`` and crawl id."""
 
     db: str | Path
-    crawl_id: int | None  # None: the one crawl of a per-crawl SQLite file
+    crawl_id: int | None  # None: the one crawl of a one-off crawl's SQLite file
 
 
 class ServiceStore(Protocol):
@@ -92,8 +134,44 @@ class ServiceStore(Protocol):
         """Every crawl of the index, by id."""
         ...
 
-    async def insert(self, seeds: list[str], settings: dict[str, Any], now: float) -> Entry:
+    async def insert(
+        self,
+        seeds: list[str],
+        settings: dict[str, Any],
+        now: float,
+        definition_id: int | None = None,
+    ) -> Entry:
         """A new queued crawl, under an id never handed out before."""
+        ...
+
+    async def definitions(self) -> list[Definition]:
+        """Every crawl definition, by id."""
+        ...
+
+    async def insert_definition(
+        self, spec: dict[str, Any], now: float, next_run_at: float | None
+    ) -> Definition:
+        """A new definition, under an id never handed out before."""
+        ...
+
+    async def update_definition(self, definition: Definition) -> None:
+        """Record its spec, update time and schedule position."""
+        ...
+
+    async def delete_definition(self, definition_id: int) -> None:
+        """Remove the definition and its deliveries (its runs are deleted first)."""
+        ...
+
+    async def deliveries(self) -> list[Delivery]:
+        """Every webhook delivery, by id."""
+        ...
+
+    async def insert_delivery(self, delivery: Delivery) -> Delivery:
+        """Record a new delivery (its ``id`` is ignored) and return it with its id."""
+        ...
+
+    async def update_delivery(self, delivery: Delivery) -> None:
+        """Record its state, attempts, next attempt and last answer."""
         ...
 
     async def update(self, entry: Entry) -> None:
@@ -141,6 +219,10 @@ class ServiceStore(Protocol):
 
     async def load_report(self, crawl_id: int, fmt: str) -> ReportData | None:
         """The crawl's report as format ``fmt`` needs it; None before it has data."""
+        ...
+
+    async def load_diff(self, from_crawl: int, to_crawl: int) -> CrawlDiff | None:
+        """Two runs of one definition compared; None while either has no data."""
         ...
 
     def describe(self) -> str:

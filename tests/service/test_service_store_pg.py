@@ -82,3 +82,48 @@ def test_prepare_resumes_a_seeded_crawl_and_clears_one_a_kill_left_empty(pg_url:
     assert snapshot is not None
     assert asyncio.run(_prepare(pg_url, empty)) == (None, None)  # crawl row removed
     assert asyncio.run(_prepare(pg_url, never)) == (None, None)
+
+
+async def _delete_in_batches(pg_url: str, crawl_id: int) -> tuple[int, int, int]:
+    import asyncpg  # type: ignore[import-untyped]  # no type information
+
+    from crawler.store.postgres import service_store
+
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await conn.execute(
+            "INSERT INTO cookie (crawl_id, domain, path, name, value, host_only, secure, "
+            "http_only, updated_at) VALUES ($1, '127.0.0.1', '/', 's', 'v', true, false, "
+            "false, 1.0)",
+            crawl_id,
+        )
+        store = await PostgresServiceStore.open(pg_url)
+        saved = service_store.DELETE_BATCH
+        service_store.DELETE_BATCH = 2  # several batches for the few URLs
+        try:
+            await store.delete(crawl_id)
+        finally:
+            service_store.DELETE_BATCH = saved
+            await store.close()
+        counts = [
+            await conn.fetchval(f"SELECT count(*) FROM {table} WHERE crawl_id = $1", crawl_id)
+            for table in ("url", "cookie")
+        ]
+        entry = await conn.fetchval("SELECT count(*) FROM service_crawl WHERE id = $1", crawl_id)
+        return int(counts[0]), int(counts[1]), int(entry)
+    finally:
+        await conn.close()
+
+
+def test_a_crawl_with_cookies_and_urls_is_deleted_in_batches(pg_url: str) -> None:
+    (crawl_id,) = asyncio.run(_entries(pg_url, 1))
+    store = store_open.create_crawl(pg_url, [SEED], CrawlSettings(), crawl_id=crawl_id)
+    try:
+        found = [
+            Discovered(url=f"{SEED}p/{i}", host="127.0.0.1:9", kind=UrlKind.PAGE, element="a")
+            for i in range(7)
+        ]
+        asyncio.run(store.enqueue(found, 1.0))
+    finally:
+        store.close()
+    assert asyncio.run(_delete_in_batches(pg_url, crawl_id)) == (0, 0, 0)

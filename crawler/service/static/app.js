@@ -16,6 +16,7 @@ const STATS_EVERY_MS = 5000;
 const $ = (id) => document.getElementById(id);
 const view = {
   crawlId: null,
+  definitionId: null,
   report: null,
   reportAt: 0,
   reportState: null,
@@ -378,11 +379,142 @@ async function refreshCrawl(id) {
   }
 }
 
+// -- recurring crawls (definitions) ------------------------------------------------
+
+function scheduleText(schedule) {
+  return schedule.every ? "every " + schedule.every : schedule.cron + " (" + schedule.timezone + ")";
+}
+
+function renderDefinitions(data) {
+  const rows = data.definitions.map((d) => {
+    const row = el("tr");
+    const link = el("a", d.id);
+    link.href = "#/definitions/" + d.id;
+    row.appendChild(el("td")).appendChild(link);
+    for (const value of [
+      d.name, d.seeds.join(" "), scheduleText(d.schedule),
+      d.next_run_at ? new Date(d.next_run_at).toLocaleString() : "", d.keep_runs,
+    ]) {
+      row.appendChild(el("td", value));
+    }
+    return row;
+  });
+  $("definitions").tBodies[0].replaceChildren(...rows);
+  $("no-definitions").hidden = rows.length > 0;
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+const CHART = { width: 400, height: 120, pad: 24 };
+
+function svg(tag, attributes) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, String(value));
+  return node;
+}
+
+// Broken links per finished run, oldest on the left: an inline SVG built from
+// numbers alone; each point's tooltip is set with textContent.
+function renderChart(runs) {
+  const done = runs.filter((r) => r.state === "finished").reverse();
+  const box = svg("svg", {
+    viewBox: "0 0 " + CHART.width + " " + CHART.height,
+    role: "img",
+    "aria-label": "broken links per run",
+  });
+  const top = Math.max(1, ...done.map((r) => r.progress.broken));
+  const x = (i) => CHART.pad + (done.length < 2 ? 0 : (i * (CHART.width - 2 * CHART.pad)) / (done.length - 1));
+  const y = (n) => CHART.height - CHART.pad - (n * (CHART.height - 2 * CHART.pad)) / top;
+  box.appendChild(svg("line", { class: "axis", x1: CHART.pad, y1: y(0), x2: CHART.width - CHART.pad, y2: y(0) }));
+  const label = svg("text", { x: 2, y: y(top) + 4 });
+  label.textContent = String(top);
+  box.appendChild(label);
+  const zero = svg("text", { x: 2, y: y(0) + 4 });
+  zero.textContent = "0";
+  box.appendChild(zero);
+  if (done.length > 1) {
+    const points = done.map((r, i) => x(i).toFixed(1) + "," + y(r.progress.broken).toFixed(1));
+    box.appendChild(svg("polyline", { class: "line", points: points.join(" ") }));
+  }
+  done.forEach((r, i) => {
+    const dot = svg("circle", { class: "dot", cx: x(i), cy: y(r.progress.broken), r: 3 });
+    dot.dataset.run = String(r.id);
+    const title = svg("title", {});
+    title.textContent = "run " + r.id + ": " + r.progress.broken + " broken";
+    dot.appendChild(title);
+    box.appendChild(dot);
+  });
+  $("runs-chart").replaceChildren(box);
+}
+
+function renderRuns(runs) {
+  const rows = runs.map((r) => {
+    const row = el("tr");
+    const link = el("a", r.id);
+    link.href = "#/crawls/" + r.id;
+    row.appendChild(el("td")).appendChild(link);
+    const state = el("td", r.state, "state state-" + r.state);
+    row.appendChild(state);
+    row.appendChild(el("td", r.started_at ? new Date(r.started_at).toLocaleString() : ""));
+    row.appendChild(el("td", r.progress.pages));
+    row.appendChild(el("td", r.progress.broken));
+    return row;
+  });
+  $("runs").tBodies[0].replaceChildren(...rows);
+}
+
+function diffList(title, links) {
+  const group = el("div", null, "diff");
+  group.appendChild(el("h4", title + " (" + links.length + ")"));
+  const list = el("ul");
+  for (const link of links.slice(0, 200)) {
+    const item = el("li", null, "broken-link");
+    item.appendChild(safeLink(link.url));
+    item.appendChild(el("span", link.status !== null ? link.status : link.error, "reason"));
+    list.appendChild(item);
+  }
+  group.appendChild(list);
+  return group;
+}
+
+function renderDiff(diff) {
+  if (!diff) {
+    $("diff-summary").textContent = "No diff yet: it needs two finished runs.";
+    $("diff").replaceChildren();
+    return;
+  }
+  const c = diff.counts;
+  $("diff-summary").textContent =
+    "Run " + diff.from_crawl + " → " + diff.to_crawl + ": " + c.new_broken + " new broken, " +
+    c.fixed + " fixed, " + c.still_broken + " still broken";
+  $("diff").replaceChildren(diffList("New broken", diff.new_broken), diffList("Fixed", diff.fixed));
+}
+
+async function refreshDefinition(id) {
+  const d = await api("GET", "/definitions/" + id);
+  $("definition-title").textContent = "Recurring crawl " + d.id + (d.name ? ": " + d.name : "");
+  const parts = [scheduleText(d.schedule), "keeps " + d.keep_runs + " runs"];
+  if (d.next_run_at) parts.push("next run " + new Date(d.next_run_at).toLocaleString());
+  if (d.active_run) parts.push("run " + d.active_run + " active");
+  $("definition-summary").textContent = parts.join(" · ");
+  const runs = (await api("GET", d.runs_url)).runs;
+  renderChart(runs);
+  renderRuns(runs);
+  let diff = null;
+  try {
+    diff = await api("GET", d.diff_url);
+  } catch (error) {
+    diff = null; // 409 until two runs have finished
+  }
+  renderDiff(diff);
+}
+
 // -- routing and polling ----------------------------------------------------------
 
 function route() {
   const match = location.hash.match(/^#\/crawls\/(\d+)$/);
   const id = match ? match[1] : null;
+  const definition = location.hash.match(/^#\/definitions\/(\d+)$/);
+  view.definitionId = definition ? definition[1] : null;
   if (id !== view.crawlId) {
     view.crawlId = id;
     view.report = null;
@@ -396,9 +528,15 @@ function route() {
     renderBroken();
     renderStats(null);
   }
-  $("list-view").hidden = id !== null;
+  $("list-view").hidden = id !== null || view.definitionId !== null;
   $("crawl-view").hidden = id === null;
+  $("definition-view").hidden = view.definitionId === null;
   refresh();
+}
+
+function errorId() {
+  if (view.crawlId !== null) return "crawl-error";
+  return view.definitionId !== null ? "definition-error" : "list-error";
 }
 
 let refreshing = false;
@@ -408,14 +546,17 @@ async function refresh() {
   try {
     if (view.crawlId !== null) {
       await refreshCrawl(view.crawlId);
+    } else if (view.definitionId !== null) {
+      await refreshDefinition(view.definitionId);
     } else {
       renderList(await api("GET", "/crawls"));
+      renderDefinitions(await api("GET", "/definitions"));
     }
-    showError(view.crawlId !== null ? "crawl-error" : "list-error", null);
+    showError(errorId(), null);
   } catch (error) {
     // In the view the user looks at: an unknown crawl id, a missing token, a
     // service that went away.
-    showError(view.crawlId !== null ? "crawl-error" : "list-error", error);
+    showError(errorId(), error);
   } finally {
     refreshing = false;
   }

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from crawler.models import Discovered, Outcome, ResultClass, UrlKind
+from crawler.store.postgres import recrawl
 from crawler.store.postgres.discover import UPSERT_RESULTS, Found, Recorder, ResultRow
 
 _RETRY = """
@@ -92,6 +93,7 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
     settled_edges: dict[tuple[int, int], tuple[str, int | None, int | None]] = {}
     anchors: set[tuple[int, str]] = set()
     issues: list[tuple[int, int, str, str, str | None]] = []
+    validators: list[recrawl.Validators] = []
     position = 0
     for o in done:
         source = o.leased.id
@@ -120,6 +122,8 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
         issues.extend((source, i, *issue) for i, issue in enumerate(o.render_issues))
         r = o.result
         assert r is not None
+        if (r.etag or r.last_modified) and _settles(o):
+            validators.append((source, r.etag, r.last_modified))
         results.append(
             (
                 source,
@@ -171,6 +175,7 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
     if issues:
         await write_render_issues(conn, issues)
     await write_results(conn, results)
+    await recrawl.save_validators(conn, validators)
 
 
 async def write_render_issues(

@@ -30,6 +30,7 @@ async def create(
     max_urls: int | None = None,
     max_cache_age_s: float | None = None,
     crawl_id: int | None = None,
+    previous_crawl_id: int | None = None,
 ) -> int:
     """Record a new crawl and enqueue its classified seeds; return its id.
 
@@ -38,18 +39,19 @@ async def create(
 
     Run it inside one transaction: a crawl is never visible without its
     seeds. ``seeded`` False leaves the crawl waiting for its sitemaps
-    (``mark_seeded``).
+    (``mark_seeded``); ``previous_crawl_id`` makes it a re-crawl of that crawl.
     """
     crawl_id = int(
         await conn.fetchval(
-            "INSERT INTO crawl (id, seeds, config, started_at, seeded_at) "
+            "INSERT INTO crawl (id, seeds, config, started_at, seeded_at, previous_crawl_id) "
             "VALUES (COALESCE($5, nextval(pg_get_serial_sequence('crawl', 'id'))), "
-            "$1::jsonb, $2::jsonb, $3, $4) RETURNING id",
+            "$1::jsonb, $2::jsonb, $3, $4, $6) RETURNING id",
             json.dumps(seeds),
             json.dumps(config, sort_keys=True),
             now,
             now if seeded else None,
             crawl_id,
+            previous_crawl_id,
         )
     )
     if enqueue:

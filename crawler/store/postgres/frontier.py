@@ -29,11 +29,20 @@ import socket
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from crawler.models import Cookie, Counts, CrawlRecord, Discovered, LeasedUrl, Outcome, UrlKind
+from crawler.models import (
+    Cookie,
+    Counts,
+    CrawlRecord,
+    Discovered,
+    LeasedUrl,
+    Outcome,
+    PreviousPage,
+    UrlKind,
+)
 from crawler.politeness import Gate, Limits
 from crawler.store import liveness, worker_counts
 from crawler.store.postgres import complete as completion
-from crawler.store.postgres import cookies, crawls, gate, schema
+from crawler.store.postgres import cookies, crawls, gate, recrawl, schema
 from crawler.store.postgres.discover import Recorder
 from crawler.store.postgres.host_gate import SharedHostGate
 from crawler.store.postgres.loop import BackgroundLoop
@@ -87,6 +96,7 @@ class PostgresFrontier:
         self._host_names: dict[int, str] = {}
         self._vacuum = QueueVacuum(dsn)
         self._closed = False
+        self._previous_crawl: tuple[int | None] | None = None  # read once: (id,)
 
     @classmethod
     def connect(cls, dsn: str, crawl_id: int, **options: Any) -> PostgresFrontier:
@@ -339,6 +349,21 @@ class PostgresFrontier:
     async def get_cookies(self, since: float | None = None) -> list[Cookie]:
         """The crawl's cookies stored at or after ``since`` (all when None)."""
         return await self._call(self._tx(lambda c: cookies.get_cookies(c, self.crawl_id, since)))
+
+    async def previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:
+        """For a re-crawl: what the crawl it starts from stored for these pages."""
+        if not urls or (self._previous_crawl is not None and self._previous_crawl[0] is None):
+            return {}  # not a re-crawl: no connection taken
+
+        async def read(conn: Any) -> dict[str, PreviousPage]:
+            if self._previous_crawl is None:
+                self._previous_crawl = (await recrawl.previous_crawl_id(conn, self.crawl_id),)
+            previous = self._previous_crawl[0]
+            if previous is None or not urls:
+                return {}
+            return await recrawl.previous_pages(conn, previous, urls)
+
+        return await self._call(self._with_conn(read))
 
     async def head_unreliable_hosts(self) -> list[str]:
         """Hosts where a GET overruled HEAD in this crawl."""

@@ -23,18 +23,28 @@ from typing import Any
 
 from crawler.config import DEFAULT_LEASE_TTL_S
 from crawler.errors import UsageError
+from crawler.report.diff import CrawlDiff
 from crawler.report.model import ReportData
 from crawler.store import crawl_stats as stats
 from crawler.store import liveness
 from crawler.store.crawl_stats import CrawlStats
+from crawler.store.postgres import diff as pg_diff
 from crawler.store.postgres import report as pg_report
 from crawler.store.postgres import schema
 from crawler.store.postgres.frontier import read_counts
-from crawler.store.service import CrawlTarget, Entry, Snapshot, WorkerRow
+from crawler.store.postgres.vacuum import _VACUUM_LOCK as VACUUM_LOCK
+from crawler.store.service import CrawlTarget, Definition, Delivery, Entry, Snapshot, WorkerRow
 
 POOL_SIZE = 4
+DELETE_BATCH = 2000  # URLs (with their results, links, anchors) per delete transaction
 _COLUMNS = (
-    "id, state, seeds::text, settings::text, created_at, queued_at, started_at, finished_at, error"
+    "id, state, seeds::text, settings::text, created_at, queued_at, started_at, finished_at, "
+    "error, definition_id"
+)
+_DEFINITION_COLUMNS = "id, spec::text, created_at, updated_at, next_run_at"
+_DELIVERY_COLUMNS = (
+    "id, definition_id, crawl_id, url, body, state, attempts, created_at, next_attempt_at, "
+    "last_status, last_error, finished_at"
 )
 _HOST_TOTALS = """
 SELECT host,
@@ -59,10 +69,32 @@ _DELETE_CRAWL = (
     "DELETE FROM host_slot WHERE owner IN (SELECT token FROM worker WHERE crawl_id = $1)",
     "DELETE FROM worker WHERE crawl_id = $1",
     "DELETE FROM robots WHERE crawl_id = $1",
+    "DELETE FROM cookie WHERE crawl_id = $1",
     "DELETE FROM url WHERE crawl_id = $1",
     "DELETE FROM crawl_count WHERE crawl_id = $1",
     "DELETE FROM crawl WHERE id = $1",
 )
+# The batched delete (``PostgresServiceStore.delete``): first the redirect
+# hops of a batch of results are cut (a result may point at a URL of a later
+# batch), then each batch of URLs goes with its rows, each in a transaction of
+# its own, so locks are held briefly and a running crawl is never held up.
+_NEXT_URLS = "SELECT id FROM url WHERE crawl_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+_CUT_REDIRECTS = (
+    "UPDATE result SET redirect_to_id = NULL "
+    "WHERE url_id = ANY($1::bigint[]) AND redirect_to_id IS NOT NULL"
+)
+_DELETE_URL_BATCH = (
+    "DELETE FROM link_open WHERE target_id = ANY($1::bigint[])",
+    "DELETE FROM link_open WHERE source_id = ANY($1::bigint[])",
+    "DELETE FROM link_settled WHERE source_id = ANY($1::bigint[])",
+    "DELETE FROM link_settled WHERE target_id = ANY($1::bigint[])",
+    "DELETE FROM anchor WHERE url_id = ANY($1::bigint[])",
+    "DELETE FROM result WHERE url_id = ANY($1::bigint[])",
+    "DELETE FROM url WHERE id = ANY($1::bigint[])",
+)
+# Tables a deleted crawl leaves dead rows in: vacuumed after a delete when the
+# server's autovacuum is off, so the next runs' rows reuse the space.
+_RECLAIMED_TABLES = ("url", "result", "link_open", "link_settled", "anchor", "cookie", "robots")
 # Running crawls a worker may join, the least staffed first, then the oldest.
 _JOINABLE = """
 SELECT s.id
@@ -99,20 +131,156 @@ class PostgresServiceStore:
             rows = await conn.fetch(f"SELECT {_COLUMNS} FROM service_crawl ORDER BY id")
         return [_entry(row) for row in rows]
 
-    async def insert(self, seeds: list[str], settings: dict[str, Any], now: float) -> Entry:
+    async def insert(
+        self,
+        seeds: list[str],
+        settings: dict[str, Any],
+        now: float,
+        definition_id: int | None = None,
+    ) -> Entry:
         async def body(conn: Any) -> int:
             return int(
                 await conn.fetchval(
-                    "INSERT INTO service_crawl (state, seeds, settings, created_at, queued_at) "
-                    "VALUES ('queued', $1::jsonb, $2::jsonb, $3, $3) RETURNING id",
+                    "INSERT INTO service_crawl "
+                    "(state, seeds, settings, created_at, queued_at, definition_id) "
+                    "VALUES ('queued', $1::jsonb, $2::jsonb, $3, $3, $4) RETURNING id",
                     json.dumps(seeds),
                     json.dumps(settings, sort_keys=True),
                     now,
+                    definition_id,
                 )
             )
 
         crawl_id = await self._tx(body)
-        return Entry(crawl_id, "queued", seeds, settings, now, now)
+        return Entry(crawl_id, "queued", seeds, settings, now, now, definition_id=definition_id)
+
+    # -- definitions and deliveries ------------------------------------------------------
+
+    async def definitions(self) -> list[Definition]:
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                f"SELECT {_DEFINITION_COLUMNS} FROM service_definition ORDER BY id"
+            )
+        return [
+            Definition(
+                int(r[0]),
+                json.loads(r[1]),
+                float(r[2]),
+                float(r[3]),
+                None if r[4] is None else float(r[4]),
+            )
+            for r in rows
+        ]
+
+    async def insert_definition(
+        self, spec: dict[str, Any], now: float, next_run_at: float | None
+    ) -> Definition:
+        async def body(conn: Any) -> int:
+            return int(
+                await conn.fetchval(
+                    "INSERT INTO service_definition (spec, created_at, updated_at, next_run_at) "
+                    "VALUES ($1::jsonb, $2, $2, $3) RETURNING id",
+                    json.dumps(spec, sort_keys=True),
+                    now,
+                    next_run_at,
+                )
+            )
+
+        return Definition(await self._tx(body), spec, now, now, next_run_at)
+
+    async def update_definition(self, definition: Definition) -> None:
+        values = (
+            json.dumps(definition.spec, sort_keys=True),
+            definition.updated_at,
+            definition.next_run_at,
+            definition.id,
+        )
+
+        async def body(conn: Any) -> None:
+            await conn.execute(
+                "UPDATE service_definition SET spec = $1::jsonb, updated_at = $2, "
+                "next_run_at = $3 WHERE id = $4",
+                *values,
+            )
+
+        await self._tx(body)
+
+    async def delete_definition(self, definition_id: int) -> None:
+        async def body(conn: Any) -> None:
+            await conn.execute(
+                "DELETE FROM service_delivery WHERE definition_id = $1", definition_id
+            )
+            await conn.execute("DELETE FROM service_definition WHERE id = $1", definition_id)
+
+        await self._tx(body)
+
+    async def deliveries(self) -> list[Delivery]:
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(f"SELECT {_DELIVERY_COLUMNS} FROM service_delivery ORDER BY id")
+        return [
+            Delivery(
+                int(r[0]),
+                int(r[1]),
+                int(r[2]),
+                r[3],
+                bytes(r[4]),
+                r[5],
+                int(r[6]),
+                float(r[7]),
+                float(r[8]),
+                r[9],
+                r[10],
+                None if r[11] is None else float(r[11]),
+            )
+            for r in rows
+        ]
+
+    async def insert_delivery(self, delivery: Delivery) -> Delivery:
+        d = delivery
+
+        async def body(conn: Any) -> int:
+            return int(
+                await conn.fetchval(
+                    "INSERT INTO service_delivery (definition_id, crawl_id, url, body, state, "
+                    "attempts, created_at, next_attempt_at, last_status, last_error, "
+                    "finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
+                    "RETURNING id",
+                    d.definition_id,
+                    d.crawl_id,
+                    d.url,
+                    d.body,
+                    d.state,
+                    d.attempts,
+                    d.created_at,
+                    d.next_attempt_at,
+                    d.last_status,
+                    d.last_error,
+                    d.finished_at,
+                )
+            )
+
+        return dataclasses.replace(d, id=await self._tx(body))
+
+    async def update_delivery(self, delivery: Delivery) -> None:
+        d = delivery
+        values = (
+            d.state,
+            d.attempts,
+            d.next_attempt_at,
+            d.last_status,
+            d.last_error,
+            d.finished_at,
+            d.id,
+        )
+
+        async def body(conn: Any) -> None:
+            await conn.execute(
+                "UPDATE service_delivery SET state = $1, attempts = $2, next_attempt_at = $3, "
+                "last_status = $4, last_error = $5, finished_at = $6 WHERE id = $7",
+                *values,
+            )
+
+        await self._tx(body)
 
     async def update(self, entry: Entry) -> None:
         values = (
@@ -146,11 +314,55 @@ class PostgresServiceStore:
         await self._tx(body)
 
     async def delete(self, crawl_id: int) -> None:
+        """The crawl's rows in batches of ``DELETE_BATCH`` URLs, each batch a short
+        transaction of its own (no table lock, no long one a running crawl waits
+        on); then the crawl's remaining rows and its entry, in one."""
+        await self._each_url_batch(crawl_id, (_CUT_REDIRECTS,))
+        await self._each_url_batch(crawl_id, _DELETE_URL_BATCH, moving=False)
+
         async def body(conn: Any) -> None:
             await _delete_crawl_rows(conn, crawl_id)
             await conn.execute("DELETE FROM service_crawl WHERE id = $1", crawl_id)
 
         await self._tx(body)
+        await self._reclaim()
+
+    async def _reclaim(self) -> None:
+        """VACUUM the tables a delete left dead rows in, when autovacuum will not:
+        plain VACUUM takes no lock that reads or writes wait for, and one vacuum
+        runs at a time on the database (the frontier's own vacuum takes the same
+        advisory lock, ``vacuum``)."""
+        async with self._pool.acquire() as conn:
+            if await conn.fetchval("SHOW autovacuum") == "on":
+                return
+            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", VACUUM_LOCK):
+                return
+            try:
+                for table in _RECLAIMED_TABLES:
+                    await conn.execute(f"VACUUM {table}")
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1)", VACUUM_LOCK)
+
+    async def _each_url_batch(
+        self, crawl_id: int, statements: tuple[str, ...], *, moving: bool = True
+    ) -> None:
+        """Run ``statements`` on every batch of the crawl's URL ids, a transaction each.
+        ``moving``: the rows stay, so the next batch starts after the last id."""
+        after = 0
+        while True:
+
+            async def body(conn: Any, start: int = after) -> int:
+                rows = await conn.fetch(_NEXT_URLS, crawl_id, start, DELETE_BATCH)
+                ids = [int(row[0]) for row in rows]
+                for statement in statements if ids else ():
+                    await conn.execute(statement, ids)
+                return ids[-1] if ids else 0
+
+            last = await self._tx(body)
+            if not last:
+                return
+            if moving:
+                after = last
 
     async def ping(self) -> None:
         async with self._pool.acquire() as conn:
@@ -229,6 +441,14 @@ class PostgresServiceStore:
             except UsageError:  # deleted meanwhile
                 return None
 
+    async def load_diff(self, from_crawl: int, to_crawl: int) -> CrawlDiff | None:
+        """The two crawls compared in one snapshot; None while either has no crawl row."""
+        async with self._pool.acquire() as conn:
+            try:
+                return await pg_diff.load(conn, from_crawl, to_crawl)
+            except UsageError:  # not recorded yet, or deleted meanwhile
+                return None
+
 
 class PostgresCrawlQueue:
     """The service's crawls as ``crawler work --service`` sees them (module docstring)."""
@@ -293,4 +513,5 @@ def _entry(row: Any) -> Entry:
         started_at=None if row[6] is None else float(row[6]),
         finished_at=None if row[7] is None else float(row[7]),
         error=row[8],
+        definition_id=None if row[9] is None else int(row[9]),
     )

@@ -27,17 +27,29 @@ def create(
     seeded: bool = True,
     max_urls: int | None = None,
     max_cache_age_s: float | None = None,
+    previous_crawl_id: int | None = None,
+    crawl_id: int | None = None,
 ) -> int:
     """Record a new crawl and enqueue its classified seeds, in one transaction; return its id.
 
     A crawl is never visible without its seeds: a crash right after this
     leaves work to resume, not an empty frontier that reads as finished.
-    ``seeded`` False leaves the crawl waiting for its sitemaps (``mark_seeded``).
+    ``seeded`` False leaves the crawl waiting for its sitemaps (``mark_seeded``);
+    ``previous_crawl_id`` makes it a re-crawl of that crawl; ``crawl_id``
+    records it under that id (the service's runs of one definition share a file).
     """
     with atomic(conn):
         cur = conn.execute(
-            "INSERT INTO crawl (seeds, config, started_at, seeded_at) VALUES (?, ?, ?, ?)",
-            (json.dumps(seeds), json.dumps(config, sort_keys=True), now, now if seeded else None),
+            "INSERT INTO crawl (id, seeds, config, started_at, seeded_at, previous_crawl_id) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                crawl_id,
+                json.dumps(seeds),
+                json.dumps(config, sort_keys=True),
+                now,
+                now if seeded else None,
+                previous_crawl_id,
+            ),
         )
         assert cur.lastrowid is not None
         crawl_id = cur.lastrowid

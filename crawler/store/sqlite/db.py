@@ -69,6 +69,14 @@ def open_reader(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
+def file_of(conn: sqlite3.Connection) -> str:
+    """The file a connection has open (its main database)."""
+    for _, name, file in conn.execute("PRAGMA database_list"):
+        if name == "main":
+            return str(file)
+    raise ForeignDatabaseError("no main database on this connection")
+
+
 def _configure(conn: sqlite3.Connection, durability: Durability) -> None:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA journal_mode = WAL")

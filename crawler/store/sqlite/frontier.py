@@ -28,9 +28,20 @@ import sqlite3
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
-from crawler.models import Counts, Discovered, LeasedUrl, Outcome, ResultClass, UrlKind, UrlState
+from crawler.models import (
+    Counts,
+    Discovered,
+    LeasedUrl,
+    Outcome,
+    PreviousPage,
+    ResultClass,
+    UrlKind,
+    UrlState,
+)
 from crawler.store import liveness, worker_counts
+from crawler.store.sqlite import recrawl
 from crawler.store.sqlite.db import WRITER_BUSY_TIMEOUT_MS, atomic
+from crawler.store.sqlite.positions import packed as _packed
 
 DEFAULT_SEEN_CACHE_SIZE = 50_000
 HOST_CACHE_SIZE = 20_000
@@ -109,6 +120,7 @@ class Frontier:
         self._max_cache_age_s = max_cache_age_s
         self._wal_path: str | None = None
         self._earlier_crawls: list[int] | None = None
+        self._previous_crawl: tuple[int | None] | None = None  # read once: (id,)
 
     # -- the contract -------------------------------------------------------
 
@@ -302,6 +314,19 @@ class Frontier:
             self._conn.execute(f"PRAGMA busy_timeout = {WRITER_BUSY_TIMEOUT_MS}")
         return self.wal_bytes() <= limit_bytes
 
+    def previous_crawl(self) -> int | None:
+        """The crawl this one re-crawls (read once), None for a full crawl."""
+        if self._previous_crawl is None:
+            self._previous_crawl = (recrawl.previous_crawl_id(self._conn, self.crawl_id),)
+        return self._previous_crawl[0]
+
+    def previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:
+        """For a re-crawl: what the crawl it starts from stored for these pages."""
+        previous = self.previous_crawl()
+        if previous is None or not urls:
+            return {}
+        return recrawl.previous_pages(self._conn, previous, urls)
+
     # -- internals ------------------------------------------------------------
 
     def _complete_one(self, owner: str, outcome: Outcome, now: float) -> bool:
@@ -386,6 +411,8 @@ class Frontier:
                 result.head_status,
             ),
         )
+        if settles and (result.etag or result.last_modified):
+            recrawl.save_validators(self._conn, leased.id, result.etag, result.last_modified)
         return True
 
     def _upsert(self, item: Discovered, *, depth: int, hop: int, now: float) -> Known | None:
@@ -559,11 +586,3 @@ class Frontier:
             (self.crawl_id,),
         ).fetchall()
         return liveness.dead_workers(rows, now, stale_after_s)
-
-
-def _packed(child: Discovered) -> int | None:
-    """A link's line and column as migration 0015 stores them: one small integer."""
-    line, column = child.line, child.column
-    if line is None or column is None:
-        return None
-    return line << 10 | column if column < 1024 else -(line << 32 | column)

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from crawler.models import Counts
+from crawler.report.diff import CrawlDiff
 from crawler.report.model import ReportData
 from crawler.store import crawl_stats as stats
 from crawler.store.crawl_stats import CrawlStats
 from crawler.store.service import Snapshot, WorkerRow
 from crawler.store.sqlite import crawls, db, results
+from crawler.store.sqlite import diff as sqlite_diff
 from crawler.store.sqlite import report as sqlite_report
 from crawler.store.sqlite.frontier import Frontier
 
@@ -33,8 +35,8 @@ GROUP BY host
 """
 
 
-def snapshot(path: Path) -> Snapshot:
-    """Counters of the (one) crawl in ``path``, read in one transaction.
+def snapshot(path: Path, crawl_id: int | None = None) -> Snapshot:
+    """Counters of crawl ``crawl_id`` in ``path`` (None: its one crawl), in one transaction.
 
     ``pages`` and ``broken`` are the report's (``results.summary``): pages
     crawled with an OK answer; broken URLs with redirects followed and links
@@ -43,7 +45,7 @@ def snapshot(path: Path) -> Snapshot:
     conn = db.open_reader(path)
     try:
         conn.execute("BEGIN")
-        record = crawls.get(conn)
+        record = crawls.get(conn, crawl_id)
         counts = Frontier(conn, record.id).counts()
         summary = results.summary(conn, record.id)
         counts = dataclasses.replace(counts, pages=summary.pages, broken=summary.broken)
@@ -52,28 +54,28 @@ def snapshot(path: Path) -> Snapshot:
         conn.close()
 
 
-def counts(path: Path) -> Counts:
+def counts(path: Path, crawl_id: int | None = None) -> Counts:
     """Frontier counters only (the live sampler's question)."""
-    return snapshot(path).counts
+    return snapshot(path, crawl_id).counts
 
 
-def host_totals(path: Path) -> dict[str, tuple[int, int]]:
+def host_totals(path: Path, crawl_id: int | None = None) -> dict[str, tuple[int, int]]:
     """host -> (URLs requested, of which no response or 5xx), for the crawl in ``path``."""
     conn = db.open_reader(path)
     try:
-        record = crawls.get(conn)
+        record = crawls.get(conn, crawl_id)
         rows = conn.execute(_HOST_TOTALS, (record.id,)).fetchall()
     finally:
         conn.close()
     return {host: (int(total), int(errors or 0)) for host, total, errors in rows}
 
 
-def crawl_stats(path: Path) -> CrawlStats:
-    """Per-host statistics, exclusion reasons and refused seeds of the crawl in ``path``."""
+def crawl_stats(path: Path, crawl_id: int | None = None) -> CrawlStats:
+    """Per-host statistics, exclusion reasons and refused seeds of crawl ``crawl_id``."""
     conn = db.open_reader(path)
     try:
         conn.execute("BEGIN")
-        crawl_id = crawls.get(conn).id
+        crawl_id = crawls.get(conn, crawl_id).id
 
         def run(sql: str) -> list[Any]:
             return conn.execute(sql.format(p="?1"), (crawl_id,)).fetchall()
@@ -87,23 +89,33 @@ def crawl_stats(path: Path) -> CrawlStats:
         conn.close()
 
 
-def workers(path: Path) -> list[WorkerRow]:
-    """The processes working on the crawl in ``path``, oldest first."""
+def workers(path: Path, crawl_id: int | None = None) -> list[WorkerRow]:
+    """The processes working on the crawl in ``path`` (all its crawls'), oldest first."""
     conn = db.open_reader(path)
     try:
         rows = conn.execute(
             "SELECT token, pid, hostname, started_at, heartbeat_at, urls_done, pages_done "
-            "FROM worker ORDER BY started_at, token"
+            "FROM worker WHERE ? IS NULL OR crawl_id = ? ORDER BY started_at, token",
+            (crawl_id, crawl_id),
         ).fetchall()
     finally:
         conn.close()
     return [WorkerRow(*row) for row in rows]
 
 
-def load_report(path: Path, fmt: str) -> ReportData:
+def load_report(path: Path, fmt: str, crawl_id: int | None = None) -> ReportData:
     """The crawl's report data, as much as format ``fmt`` shows."""
     conn = db.open_reader(path)
     try:
-        return sqlite_report.load(conn, None, fmt)
+        return sqlite_report.load(conn, crawl_id, fmt)
+    finally:
+        conn.close()
+
+
+def load_diff(path: Path, from_crawl: int, to_crawl: int) -> CrawlDiff:
+    """Two crawls of one file compared, in one snapshot (``diff.load``)."""
+    conn = db.open_reader(path)
+    try:
+        return sqlite_diff.load(conn, from_crawl, to_crawl)
     finally:
         conn.close()

@@ -1,14 +1,28 @@
 """The service's index of crawls: ``DATA/service.db``, one row per crawl.
 
-Each crawl's results live in its own file, ``DATA/crawls/<id>.db``, written by
-the engine as with the CLI. The index holds what a crawl database cannot say:
+A one-off crawl's results live in its own file, ``DATA/crawls/<id>.db``,
+written by the engine as with the CLI (its one crawl). The runs of one crawl
+definition share one file, ``DATA/definitions/<definition id>.db``, each run
+a crawl in it under the service's id: so each run is a re-crawl of the
+previous one (validators and stored links at hand) and their diff is read in
+one snapshot. The index holds what a crawl database cannot say:
 
 - the service-wide id, handed out once (AUTOINCREMENT: a deleted id is never
   reused, so a stale file can never be taken for a new crawl);
 - the state the user asked for: queued, paused, cancelled, deleting, which the
   crawl table (running or finished) has no room for;
 - the queue order (``queued_at``), so restarts keep it;
-- seeds and settings of crawls not started yet (their file does not exist).
+- seeds and settings of crawls not started yet (their file does not exist);
+- crawl definitions (recurring crawls) with their schedule position, the
+  definition each run belongs to, and webhook deliveries (schema version 2;
+  a version 1 index gains them when opened).
+
+Deleting a one-off crawl unlinks its file: its space goes back to the file
+system at once. Deleting a definition's run removes its rows from the shared
+file in short batches (``crawl_delete``), so a run writing to the same file
+waits at most one batch; the pages freed are reused by the next runs (the
+file stops growing at about ``keep_runs`` + 1 runs). Deleting the definition
+unlinks its file.
 
 Listing crawls reads this one small table instead of opening every file.
 Writes are rare (state changes) and run on one thread, in order.
@@ -31,15 +45,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from crawler.errors import ForeignDatabaseError, StoreError, UsageError
+from crawler.report.diff import CrawlDiff
 from crawler.report.model import ReportData
 from crawler.store.crawl_stats import CrawlStats
-from crawler.store.service import CrawlTarget, Entry, Snapshot, WorkerRow
-from crawler.store.sqlite import crawls, db, reads
+from crawler.store.service import CrawlTarget, Definition, Delivery, Entry, Snapshot, WorkerRow
+from crawler.store.sqlite import crawl_delete, crawls, db, reads
 from crawler.store.sqlite.db import atomic
 from crawler.store.sqlite.frontier import Frontier
 
 APPLICATION_ID = 0x43524C53  # "CRLS": a crawler service index
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 T = TypeVar("T")
 
 _SCHEMA = """
@@ -55,7 +70,42 @@ CREATE TABLE IF NOT EXISTS service_crawl (
     error        TEXT
 )
 """
-_COLUMNS = "id, state, seeds, settings, created_at, queued_at, started_at, finished_at, error"
+_SCHEMA_2 = (
+    """
+CREATE TABLE IF NOT EXISTS service_definition (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    spec         TEXT    NOT NULL,   -- JSON of the validated definition (webhook secret too)
+    created_at   REAL    NOT NULL,
+    updated_at   REAL    NOT NULL,
+    next_run_at  REAL                -- the schedule's position
+)
+""",
+    """
+CREATE TABLE IF NOT EXISTS service_delivery (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    definition_id   INTEGER NOT NULL,
+    crawl_id        INTEGER NOT NULL,
+    url             TEXT    NOT NULL,
+    body            BLOB    NOT NULL,   -- the bytes sent and signed
+    state           TEXT    NOT NULL,   -- pending delivered failed
+    attempts        INTEGER NOT NULL,
+    created_at      REAL    NOT NULL,
+    next_attempt_at REAL    NOT NULL,
+    last_status     INTEGER,
+    last_error      TEXT,
+    finished_at     REAL
+)
+""",
+)
+_COLUMNS = (
+    "id, state, seeds, settings, created_at, queued_at, started_at, finished_at, error, "
+    "definition_id"
+)
+_DEFINITION_COLUMNS = "id, spec, created_at, updated_at, next_run_at"
+_DELIVERY_COLUMNS = (
+    "id, definition_id, crawl_id, url, body, state, attempts, created_at, next_attempt_at, "
+    "last_status, last_error, finished_at"
+)
 
 
 class Index:
@@ -70,21 +120,120 @@ class Index:
         with atomic(self._conn):
             self._conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             self._conn.execute(_SCHEMA)
+            columns = {row[1] for row in self._conn.execute("PRAGMA table_info(service_crawl)")}
+            if "definition_id" not in columns:  # a version 1 index
+                self._conn.execute("ALTER TABLE service_crawl ADD COLUMN definition_id INTEGER")
+            for statement in _SCHEMA_2:
+                self._conn.execute(statement)
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def entries(self) -> list[Entry]:
         rows = self._conn.execute(f"SELECT {_COLUMNS} FROM service_crawl ORDER BY id").fetchall()
         return [_entry(row) for row in rows]
 
-    def insert(self, seeds: list[str], settings: dict[str, Any], now: float) -> Entry:
+    def insert(
+        self,
+        seeds: list[str],
+        settings: dict[str, Any],
+        now: float,
+        definition_id: int | None = None,
+    ) -> Entry:
         with atomic(self._conn):
             cur = self._conn.execute(
-                "INSERT INTO service_crawl (state, seeds, settings, created_at, queued_at) "
-                "VALUES ('queued', ?, ?, ?, ?)",
-                (json.dumps(seeds), json.dumps(settings, sort_keys=True), now, now),
+                "INSERT INTO service_crawl "
+                "(state, seeds, settings, created_at, queued_at, definition_id) "
+                "VALUES ('queued', ?, ?, ?, ?, ?)",
+                (json.dumps(seeds), json.dumps(settings, sort_keys=True), now, now, definition_id),
             )
         assert cur.lastrowid is not None
-        return Entry(cur.lastrowid, "queued", seeds, settings, now, now)
+        return Entry(
+            cur.lastrowid, "queued", seeds, settings, now, now, definition_id=definition_id
+        )
+
+    def definitions(self) -> list[Definition]:
+        rows = self._conn.execute(
+            f"SELECT {_DEFINITION_COLUMNS} FROM service_definition ORDER BY id"
+        ).fetchall()
+        return [Definition(r[0], json.loads(r[1]), r[2], r[3], r[4]) for r in rows]
+
+    def insert_definition(
+        self, spec: dict[str, Any], now: float, next_run_at: float | None
+    ) -> Definition:
+        with atomic(self._conn):
+            cur = self._conn.execute(
+                "INSERT INTO service_definition (spec, created_at, updated_at, next_run_at) "
+                "VALUES (?, ?, ?, ?)",
+                (json.dumps(spec, sort_keys=True), now, now, next_run_at),
+            )
+        assert cur.lastrowid is not None
+        return Definition(cur.lastrowid, spec, now, now, next_run_at)
+
+    def update_definition(self, definition: Definition) -> None:
+        with atomic(self._conn):
+            self._conn.execute(
+                "UPDATE service_definition SET spec = ?, updated_at = ?, next_run_at = ? "
+                "WHERE id = ?",
+                (
+                    json.dumps(definition.spec, sort_keys=True),
+                    definition.updated_at,
+                    definition.next_run_at,
+                    definition.id,
+                ),
+            )
+
+    def delete_definition(self, definition_id: int) -> None:
+        with atomic(self._conn):
+            self._conn.execute(
+                "DELETE FROM service_delivery WHERE definition_id = ?", (definition_id,)
+            )
+            self._conn.execute("DELETE FROM service_definition WHERE id = ?", (definition_id,))
+
+    def deliveries(self) -> list[Delivery]:
+        rows = self._conn.execute(
+            f"SELECT {_DELIVERY_COLUMNS} FROM service_delivery ORDER BY id"
+        ).fetchall()
+        return [_delivery(row) for row in rows]
+
+    def insert_delivery(self, delivery: Delivery) -> Delivery:
+        d = delivery
+        with atomic(self._conn):
+            cur = self._conn.execute(
+                "INSERT INTO service_delivery (definition_id, crawl_id, url, body, state, "
+                "attempts, created_at, next_attempt_at, last_status, last_error, finished_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    d.definition_id,
+                    d.crawl_id,
+                    d.url,
+                    d.body,
+                    d.state,
+                    d.attempts,
+                    d.created_at,
+                    d.next_attempt_at,
+                    d.last_status,
+                    d.last_error,
+                    d.finished_at,
+                ),
+            )
+        assert cur.lastrowid is not None
+        return dataclasses.replace(d, id=cur.lastrowid)
+
+    def update_delivery(self, delivery: Delivery) -> None:
+        d = delivery
+        with atomic(self._conn):
+            self._conn.execute(
+                "UPDATE service_delivery SET state = ?, attempts = ?, next_attempt_at = ?, "
+                "last_status = ?, last_error = ?, finished_at = ? WHERE id = ?",
+                (
+                    d.state,
+                    d.attempts,
+                    d.next_attempt_at,
+                    d.last_status,
+                    d.last_error,
+                    d.finished_at,
+                    d.id,
+                ),
+            )
 
     def update(self, entry: Entry) -> None:
         with atomic(self._conn):
@@ -131,8 +280,39 @@ class AsyncIndex:
     async def entries(self) -> list[Entry]:
         return await self._run(self._index.entries)
 
-    async def insert(self, seeds: list[str], settings: dict[str, Any], now: float) -> Entry:
-        return await self._run(lambda: self._index.insert(seeds, settings, now))
+    async def insert(
+        self,
+        seeds: list[str],
+        settings: dict[str, Any],
+        now: float,
+        definition_id: int | None = None,
+    ) -> Entry:
+        return await self._run(lambda: self._index.insert(seeds, settings, now, definition_id))
+
+    async def definitions(self) -> list[Definition]:
+        return await self._run(self._index.definitions)
+
+    async def insert_definition(
+        self, spec: dict[str, Any], now: float, next_run_at: float | None
+    ) -> Definition:
+        return await self._run(lambda: self._index.insert_definition(spec, now, next_run_at))
+
+    async def update_definition(self, definition: Definition) -> None:
+        snapshot = dataclasses.replace(definition)
+        await self._run(lambda: self._index.update_definition(snapshot))
+
+    async def delete_definition(self, definition_id: int) -> None:
+        await self._run(lambda: self._index.delete_definition(definition_id))
+
+    async def deliveries(self) -> list[Delivery]:
+        return await self._run(self._index.deliveries)
+
+    async def insert_delivery(self, delivery: Delivery) -> Delivery:
+        return await self._run(lambda: self._index.insert_delivery(delivery))
+
+    async def update_delivery(self, delivery: Delivery) -> None:
+        snapshot = dataclasses.replace(delivery)
+        await self._run(lambda: self._index.update_delivery(snapshot))
 
     async def update(self, entry: Entry) -> None:
         snapshot = dataclasses.replace(entry)  # the caller may change it meanwhile
@@ -155,27 +335,84 @@ class SqliteServiceStore:
     def __init__(self, data_dir: Path, index: AsyncIndex) -> None:
         self.data_dir = data_dir
         self.crawls_dir = data_dir / "crawls"
+        self.definitions_dir = data_dir / "definitions"
         self._index = index
+        self._definition_of: dict[int, int] = {}  # run -> its definition (shared file)
 
     @classmethod
     async def open(cls, data_dir: Path) -> SqliteServiceStore:
-        crawls_dir = data_dir / "crawls"
-        await asyncio.to_thread(crawls_dir.mkdir, parents=True, exist_ok=True)
-        return cls(data_dir, await AsyncIndex.open(data_dir / "service.db"))
+        for directory in (data_dir / "crawls", data_dir / "definitions"):
+            await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
+        store = cls(data_dir, await AsyncIndex.open(data_dir / "service.db"))
+        await store.entries()  # learns which crawls are runs of a definition
+        return store
 
     def describe(self) -> str:
         return str(self.data_dir)
 
     def path_of(self, crawl_id: int) -> Path:
+        """The file holding the crawl: its definition's, or its own."""
+        definition_id = self._definition_of.get(crawl_id)
+        if definition_id is not None:
+            return self.definition_path(definition_id)
         return self.crawls_dir / f"{crawl_id}.db"
+
+    def definition_path(self, definition_id: int) -> Path:
+        return self.definitions_dir / f"{definition_id}.db"
+
+    def _shared(self, crawl_id: int) -> bool:
+        return crawl_id in self._definition_of
+
+    def _id_in_file(self, crawl_id: int) -> int | None:
+        """The crawl's id inside its file: the service's in a shared file, else its one."""
+        return crawl_id if self._shared(crawl_id) else None
+
+    def _learn(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            if entry.definition_id is not None:
+                self._definition_of[entry.id] = entry.definition_id
 
     # -- the index ---------------------------------------------------------------
 
     async def entries(self) -> list[Entry]:
-        return await self._index.entries()
+        entries = await self._index.entries()
+        self._learn(entries)
+        return entries
 
-    async def insert(self, seeds: list[str], settings: dict[str, Any], now: float) -> Entry:
-        return await self._index.insert(seeds, settings, now)
+    async def insert(
+        self,
+        seeds: list[str],
+        settings: dict[str, Any],
+        now: float,
+        definition_id: int | None = None,
+    ) -> Entry:
+        entry = await self._index.insert(seeds, settings, now, definition_id)
+        self._learn([entry])
+        return entry
+
+    async def definitions(self) -> list[Definition]:
+        return await self._index.definitions()
+
+    async def insert_definition(
+        self, spec: dict[str, Any], now: float, next_run_at: float | None
+    ) -> Definition:
+        return await self._index.insert_definition(spec, now, next_run_at)
+
+    async def update_definition(self, definition: Definition) -> None:
+        await self._index.update_definition(definition)
+
+    async def delete_definition(self, definition_id: int) -> None:
+        await self._index.delete_definition(definition_id)
+        await asyncio.to_thread(remove_crawl_files, self.definition_path(definition_id))
+
+    async def deliveries(self) -> list[Delivery]:
+        return await self._index.deliveries()
+
+    async def insert_delivery(self, delivery: Delivery) -> Delivery:
+        return await self._index.insert_delivery(delivery)
+
+    async def update_delivery(self, delivery: Delivery) -> None:
+        await self._index.update_delivery(delivery)
 
     async def update(self, entry: Entry) -> None:
         await self._index.update(entry)
@@ -184,8 +421,15 @@ class SqliteServiceStore:
         """Nothing to record: no other process joins a per-crawl file."""
 
     async def delete(self, crawl_id: int) -> None:
-        await asyncio.to_thread(remove_crawl_files, self.path_of(crawl_id))
+        """A one-off crawl's file is unlinked; a definition's run is deleted from the
+        shared file in batches (module docstring)."""
+        path = self.path_of(crawl_id)
+        if self._shared(crawl_id):
+            await asyncio.to_thread(crawl_delete.delete_crawl, path, crawl_id)
+        else:
+            await asyncio.to_thread(remove_crawl_files, path)
         await self._index.delete(crawl_id)
+        self._definition_of.pop(crawl_id, None)
 
     async def ping(self) -> None:
         await self._index.ping()
@@ -197,44 +441,77 @@ class SqliteServiceStore:
     # -- one crawl's file ------------------------------------------------------------
 
     def target(self, crawl_id: int) -> CrawlTarget:
-        return CrawlTarget(self.path_of(crawl_id), None)
+        return CrawlTarget(self.path_of(crawl_id), self._id_in_file(crawl_id))
 
     async def prepare(self, crawl_id: int) -> int | None:
+        if self._shared(crawl_id):
+            return await asyncio.to_thread(_prepare_shared, self.path_of(crawl_id), crawl_id)
         return await asyncio.to_thread(_prepare, self.path_of(crawl_id))
 
     async def snapshot(self, crawl_id: int) -> Snapshot | None:
         path = self.path_of(crawl_id)
         if not path.exists():
             return None
-        return await asyncio.to_thread(reads.snapshot, path)
+        try:
+            return await asyncio.to_thread(reads.snapshot, path, self._id_in_file(crawl_id))
+        except StoreError:
+            raise
+        except UsageError:  # a shared file without this run yet
+            return None
 
     async def host_totals(self, crawl_id: int) -> dict[str, tuple[int, int]]:
         path = self.path_of(crawl_id)
         if not path.exists():
             return {}
-        return await asyncio.to_thread(reads.host_totals, path)
+        try:
+            return await asyncio.to_thread(reads.host_totals, path, self._id_in_file(crawl_id))
+        except StoreError:
+            raise
+        except UsageError:  # a shared file without this run yet
+            return {}
 
     async def crawl_stats(self, crawl_id: int) -> CrawlStats | None:
         path = self.path_of(crawl_id)
         if not path.exists():
             return None
-        return await asyncio.to_thread(reads.crawl_stats, path)
+        try:
+            return await asyncio.to_thread(reads.crawl_stats, path, self._id_in_file(crawl_id))
+        except StoreError:
+            raise
+        except UsageError:  # a shared file without this run yet
+            return None
 
     async def workers(self, crawl_id: int) -> list[WorkerRow]:
         path = self.path_of(crawl_id)
         if not path.exists():
             return []
-        return await asyncio.to_thread(reads.workers, path)
+        return await asyncio.to_thread(reads.workers, path, self._id_in_file(crawl_id))
 
     async def load_report(self, crawl_id: int, fmt: str) -> ReportData | None:
         path = self.path_of(crawl_id)
         if not path.exists():
             return None
         try:
-            return await asyncio.to_thread(reads.load_report, path, fmt)
+            return await asyncio.to_thread(reads.load_report, path, fmt, self._id_in_file(crawl_id))
         except StoreError:  # corrupt or foreign (also a UsageError): the caller's 500
             raise
         except UsageError:  # created a moment ago: no crawl row yet
+            return None
+
+    async def load_diff(self, from_crawl: int, to_crawl: int) -> CrawlDiff | None:
+        """Two runs of one definition compared in their shared file; None while either
+        has no crawl row (or they are not runs of one definition)."""
+        definition_id = self._definition_of.get(to_crawl)
+        if definition_id is None or self._definition_of.get(from_crawl) != definition_id:
+            return None
+        path = self.definition_path(definition_id)
+        if not path.exists():
+            return None
+        try:
+            return await asyncio.to_thread(reads.load_diff, path, from_crawl, to_crawl)
+        except StoreError:
+            raise
+        except UsageError:  # not recorded yet
             return None
 
 
@@ -269,6 +546,26 @@ def _prepare(path: Path) -> int | None:
     return None
 
 
+def _prepare_shared(path: Path, crawl_id: int) -> int | None:
+    """``_prepare`` for a run in its definition's file: resume it, or remove what a kill
+    left of it (a crawl row whose seeds never reached the frontier), not the file."""
+    if not path.exists():
+        return None
+    conn = db.open_database(path)
+    try:
+        try:
+            crawls.get(conn, crawl_id)
+        except UsageError:  # killed before the crawl was recorded
+            return None
+        counts = Frontier(conn, crawl_id).counts()
+        if counts.pending + counts.leased + counts.done > 0:
+            return counts.leased
+        crawl_delete.delete_rows(conn, crawl_id)
+        return None
+    finally:
+        conn.close()
+
+
 def _writable(directory: Path) -> None:
     """OSError when nothing can be written to ``directory``."""
     with tempfile.NamedTemporaryFile(dir=directory, prefix=".ready-"):
@@ -286,6 +583,24 @@ def _entry(row: tuple[Any, ...]) -> Entry:
         started_at=row[6],
         finished_at=row[7],
         error=row[8],
+        definition_id=row[9],
+    )
+
+
+def _delivery(row: tuple[Any, ...]) -> Delivery:
+    return Delivery(
+        id=row[0],
+        definition_id=row[1],
+        crawl_id=row[2],
+        url=row[3],
+        body=bytes(row[4]),
+        state=row[5],
+        attempts=row[6],
+        created_at=row[7],
+        next_attempt_at=row[8],
+        last_status=row[9],
+        last_error=row[10],
+        finished_at=row[11],
     )
 
 

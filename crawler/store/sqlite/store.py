@@ -4,6 +4,10 @@ aiosqlite would hop threads once per statement; a group commit here is one
 hop for the whole batch (BEGIN, the upserts, the results, COMMIT), which is
 what keeps the event loop free and the writes batched.
 
+A re-crawl's reads of the previous crawl (``previous_pages``) run on a
+read-only connection of their own thread: that crawl is finished and never
+written, and the writer thread stays free for the group commits.
+
 The WAL is this backend's own concern, kept here: a passive checkpoint with
 every lease renewal, and commits held back while a long reader's snapshot
 keeps the log from being reset past ``WAL_LIMIT_BYTES`` (``complete``).
@@ -21,9 +25,9 @@ from typing import ParamSpec, TypeVar
 
 import structlog
 
-from crawler.models import Cookie, Counts, Discovered, LeasedUrl, Outcome
+from crawler.models import Cookie, Counts, Discovered, LeasedUrl, Outcome, PreviousPage
 from crawler.politeness import Gate, HostGate, Limits
-from crawler.store.sqlite import cookies, crawls, db, hostdata
+from crawler.store.sqlite import cookies, crawls, db, hostdata, recrawl
 from crawler.store.sqlite.frontier import Frontier
 
 log = structlog.get_logger(__name__)
@@ -54,6 +58,8 @@ class AsyncFrontier:
         self.wal_stalls = 0  # commits held back for the WAL bound (tests, diagnostics)
         self._wal_checked_at = 0.0
         self._stopping = False
+        self._previous_reader: _PreviousReader | None = None
+        self._previous_id: tuple[int | None] | None = None  # read once: (id,)
 
     async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         loop = asyncio.get_running_loop()
@@ -118,6 +124,18 @@ class AsyncFrontier:
     async def get_cookies(self, since: float | None = None) -> list[Cookie]:
         return await self._run(cookies.get_cookies, self._conn, self.crawl_id, since)
 
+    async def previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:
+        """What the crawl this one re-crawls stored for these pages (off the writer thread)."""
+        if self._previous_id is None:
+            self._previous_id = (await self._run(self.sync.previous_crawl),)
+        previous = self._previous_id[0]
+        if previous is None or not urls:
+            return {}
+        if self._previous_reader is None:
+            path = await self._run(db.file_of, self._conn)
+            self._previous_reader = _PreviousReader(path)
+        return await self._previous_reader.read(previous, urls)
+
     async def head_unreliable_hosts(self) -> list[str]:
         return await self._run(cookies.head_unreliable_hosts, self._conn, self.crawl_id)
 
@@ -149,5 +167,38 @@ class AsyncFrontier:
 
     def close(self) -> None:
         """Stop the writer thread and close the connection."""
+        if self._previous_reader is not None:
+            self._previous_reader.close()
         self._executor.shutdown(wait=True)
         self._conn.close()
+
+
+class _PreviousReader:
+    """A read-only connection on its own thread, for a re-crawl's reads of its previous crawl."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="crawler-previous"
+        )
+        self._conn: sqlite3.Connection | None = None  # made on the reader's thread
+
+    async def read(self, previous: int, urls: Sequence[str]) -> dict[str, PreviousPage]:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, self._read, previous, urls)
+        except sqlite3.Error as exc:
+            raise db.translate(exc) from exc
+
+    def _read(self, previous: int, urls: Sequence[str]) -> dict[str, PreviousPage]:
+        if self._conn is None:
+            self._conn = db.open_reader(self._path)
+        return recrawl.previous_pages(self._conn, previous, urls)
+
+    def close(self) -> None:
+        def close_conn() -> None:
+            if self._conn is not None:
+                self._conn.close()
+
+        self._executor.submit(close_conn).result()
+        self._executor.shutdown(wait=True)
