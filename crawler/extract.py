@@ -248,7 +248,7 @@ def _parser(html: str) -> LexborHTMLParser:
         return LexborHTMLParser(html.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
 
 
-def extract_links(html: str) -> Extracted:
+def extract_links(html: str, limit: int | None = None) -> Extracted:
     """Every link a page holds, in document order, with what changes their meaning.
 
     Links: a/area href, img/source src and srcset (each candidate), script
@@ -260,8 +260,10 @@ def extract_links(html: str) -> Extracted:
     page itself). Also the first <base href>, robots nofollow ("nofollow" or
     "none"), and the anchors (every id and every a[name]). Never raises.
     Documents over ``STREAM_ABOVE_CHARS`` are read by ``extract_stream`` (no tree).
+    With ``limit``, links past the first ``limit`` are counted in ``dropped``,
+    not kept: a page of a million links then costs the memory of ``limit``.
     """
-    found = Found()
+    found = Found(limit)
     if len(html) > STREAM_ABOVE_CHARS:
         extract_stream.read_tags(html, found)
         return found.extracted()
@@ -284,13 +286,15 @@ class Found:
     read an element the same way.
     """
 
-    __slots__ = ("anchors", "base_href", "links", "nofollow")
+    __slots__ = ("anchors", "base_href", "dropped", "limit", "links", "nofollow")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self.links: list[RawLink] = []
         self.anchors: set[str] = set()
         self.base_href: str | None = None
         self.nofollow = False
+        self.limit = limit
+        self.dropped = 0
 
     def element(self, tag: str, attrs: dict[str, str | None]) -> None:
         """One element's links, anchors, base and robots directive."""
@@ -309,10 +313,19 @@ class Found:
             self.nofollow = _meta(attrs, links) or self.nofollow
         elif tag == "base" and self.base_href is None:
             self.base_href = _stripped(attrs.get("href")) or None
+        if self.limit is not None and len(links) > self.limit:
+            self._drop()
 
     def style(self, css: str) -> None:
         """The text of a <style> element."""
         self.links.extend(RawLink(url, "style", "url") for url in extract_css_urls(css))
+        if self.limit is not None and len(self.links) > self.limit:
+            self._drop()
+
+    def _drop(self) -> None:
+        assert self.limit is not None
+        self.dropped += len(self.links) - self.limit
+        del self.links[self.limit :]
 
     def extracted(self) -> Extracted:
         return Extracted(
@@ -320,6 +333,7 @@ class Found:
             base_href=self.base_href,
             nofollow=self.nofollow,
             anchors=frozenset(self.anchors),
+            dropped=self.dropped,
         )
 
 

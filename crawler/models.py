@@ -63,6 +63,7 @@ class Extracted:
     base_href: str | None = None  # the first <base href>, unresolved
     nofollow: bool = False  # <meta name=robots content=nofollow>
     anchors: frozenset[str] = field(default_factory=frozenset)  # ids and a[name]
+    dropped: int = 0  # links past the extraction's limit, not kept
 
 
 class Discovered(NamedTuple):

@@ -99,12 +99,10 @@ def parse_body(
         parsed.children = css_children(leased, fetched, scope)
     elif fetched.is_html:
         text, encoding = extract.decode_html(fetched.body, fetched.content_type)
-        extracted = extract.extract_links(text)
+        extracted = extract.extract_links(text, max_links)  # the rest counted, not kept
         if include_fragments:
             parsed.anchors = extracted.anchors
-        if max_links is not None and len(extracted.links) > max_links:
-            parsed.dropped = len(extracted.links) - max_links
-            del extracted.links[max_links:]
+        parsed.dropped = extracted.dropped
         if leased.kind == UrlKind.PAGE:
             parsed.children = page_children(leased, extracted, encoding, fetched, scope, text)
     return parsed
