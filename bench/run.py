@@ -145,6 +145,13 @@ def crawl_and_measure(
         "pages_per_s": round(pages / m.wall_s, 1) if m.wall_s > 0 else 0.0,
         "pages_per_s_by_tenth": measure.page_rate_by_tenth(entries, host),
         "peak_rss_mb": round(m.peak_rss_bytes / 1e6, 1),
+        "write_bytes": m.write_bytes,
+        "written_per_page": round(m.write_bytes / pages) if pages else None,
+        "written_per_page_by_tenth": measure.written_per_page_by_tenth(
+            entries, host, m.writes, m.started_at
+        ),
+        "cpu_s": m.cpu_s,
+        "cpu_ms_per_page": round(1000 * m.cpu_s / pages, 2) if pages else None,
         "rss_mb_by_quarter": m.rss_by_quarter(),
         "db_bytes": size,
         "db_bytes_per_page": round(size / pages) if pages else None,
@@ -234,6 +241,13 @@ def print_figures(title: str, fig: dict[str, object], extra_lines: list[str]) ->
         ("pages/s", f"{fig['pages_per_s']}"),
         ("pages/s by tenth of pages", f"{fig['pages_per_s_by_tenth']}"),
         ("requests", f"{fig['requests']} ({fig['requests_per_s']}/s) {fig['requests_by_status']}"),
+        (
+            "written to disk/page",
+            f"{fig['written_per_page']} B ({mb(int(fig['write_bytes']))} MB, "  # type: ignore[call-overload]
+            "write_bytes summed over the crawler's processes)",
+        ),
+        ("written/page by tenth", f"{fig['written_per_page_by_tenth']}"),
+        ("CPU/page (crawler)", f"{fig['cpu_ms_per_page']} ms ({fig['cpu_s']} s user+sys)"),
         ("peak RSS (process tree)", f"{fig['peak_rss_mb']} MB"),
         ("peak RSS per quarter of run", f"{fig['rss_mb_by_quarter']} MB"),
         (
