@@ -14,8 +14,14 @@ probe samples, every ``--probe-every-s``:
   rolled back, so it leases nothing: its execution time, buffers touched;
 - the crawl's progress (rows done / rows) and ``n_dead_tup`` of ``url``.
 
-Printed per run: pages/s (pages as the server saw them over wall time), the
-lease latency at the start (first 10% of the crawl) and at the end (last 10%),
+Printed per run: pages/s (pages as the server saw them over wall time) and by
+tenth of the pages, peak RSS of the crawler's processes, the time from the
+last response to the report, the database's size per page, the bytes written
+to disk per page by the crawler's processes (``write_bytes``) and by the
+PostgreSQL server (``write_bytes`` of the postmaster's process tree, and the
+WAL it generated, from ``pg_stat_wal``: both are the whole server's, so other
+databases' traffic during the run counts too), CPU per page of the crawler,
+the lease latency at the start (first 10% of the crawl) and at the end (last 10%),
 duplicate requests, and the queue table's upkeep: dead tuples of ``url`` (the
 most sampled, and at the end), the server's autovacuum setting, how often
 autovacuum vacuumed ``url`` and how often the crawler did (it vacuums its
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import threading
@@ -169,6 +176,7 @@ def run_one(
         "--log-level",
         "error",
     ]
+    server_before = asyncio.run(server_writes(args.admin_url))
     probe = Probe(url, args.probe_every_s)
     thread = threading.Thread(target=probe.run, daemon=True)
     thread.start()
@@ -183,12 +191,18 @@ def run_one(
     )
     probe.stop.set()
     thread.join(30)
+    server_after = asyncio.run(server_writes(args.admin_url))
     server.stop()  # nginx writes out its access log
     entries = list(server.entries())
     stats = measure.log_stats(entries)
     pages = measure.pages_fetched(entries, origin.removeprefix("http://"))
     summary = json.loads(report.read_text())["summary"] if report.exists() else {}
     upkeep = asyncio.run(_upkeep(url))
+    host = origin.removeprefix("http://")
+    db_size = asyncio.run(_db_size(args.admin_url, name))
+    per_page = max(pages, 1)
+    server_written = server_after["proc_write_bytes"] - server_before["proc_write_bytes"]
+    wal = server_after["wal_bytes"] - server_before["wal_bytes"]
     start, end = phase(probe.samples, 0, START_FRACTION), phase(probe.samples, END_FRACTION, 1)
     return {
         "workers": workers,
@@ -199,6 +213,19 @@ def run_one(
         "broken": summary.get("broken"),
         "elapsed_s": round(m.wall_s, 1),
         "pages_per_s": round(pages / m.wall_s, 1) if m.wall_s else 0.0,
+        "pages_per_s_by_tenth": measure.page_rate_by_tenth(entries, host),
+        "peak_rss_mb": round(m.peak_rss_bytes / 1e6, 1),
+        "last_response_to_exit_s": (
+            round(m.exited_at - stats.last_at, 3) if stats.last_at is not None else None
+        ),
+        "db_bytes_per_page": round(db_size / per_page),
+        "crawler_written_per_page": round(m.write_bytes / per_page),
+        "server_written_per_page": round(server_written / per_page),
+        "server_wal_per_page": round(wal / per_page),
+        "crawler_cpu_ms_per_page": round(1000 * m.cpu_s / per_page, 2),
+        "server_cpu_ms_per_page": round(
+            1000 * (server_after["cpu_s"] - server_before["cpu_s"]) / per_page, 2
+        ),
         "requests": stats.requests,
         "duplicate_requests": stats.duplicate_requests,
         "lease_ms_start": ms([s.lease_ms for s in start]),
@@ -210,6 +237,54 @@ def run_one(
         "samples": len(probe.samples),
         "probe_error": probe.error,
     }
+
+
+def _postmaster_pid(data_directory: str) -> int | None:
+    try:
+        return int(Path(data_directory, "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _tree_cpu_s(root: int) -> float:
+    """User + system CPU of a live process tree, its reaped children included."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in measure.tree_pids(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # utime stime cutime cstime: fields 14-17 of stat (11-14 after the name)
+        total += sum(int(v) for v in fields[11:15]) / tick
+    return total
+
+
+async def server_writes(admin_url: str) -> dict[str, float]:
+    """The server's bytes written so far (its process tree's write_bytes), WAL bytes, CPU.
+
+    Cumulative, for the whole server: other databases count too.
+    """
+    conn = await asyncpg.connect(admin_url)
+    try:
+        wal = await conn.fetchval("SELECT wal_bytes FROM pg_stat_wal")
+        data_directory = await conn.fetchval("SHOW data_directory")
+    finally:
+        await conn.close()
+    pid = _postmaster_pid(data_directory)
+    return {
+        "wal_bytes": float(wal or 0),
+        "proc_write_bytes": float(measure.tree_write_bytes(pid)) if pid else 0.0,
+        "cpu_s": _tree_cpu_s(pid) if pid else 0.0,
+    }
+
+
+async def _db_size(admin_url: str, name: str) -> int:
+    conn = await asyncpg.connect(admin_url)
+    try:
+        return int(await conn.fetchval("SELECT pg_database_size($1)", name))
+    finally:
+        await conn.close()
 
 
 async def _upkeep(url: str) -> dict[str, Any]:
@@ -239,14 +314,22 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace, kind: str)
         f"## PostgreSQL: {args.pages:,} pages, 1 host, workers x {args.concurrency} "
         f"concurrent requests, host concurrency {args.host_concurrency} ({kind} server)",
         "",
-        "| workers | pages/s | wall s | pages | duplicate requests | lease ms at start "
+        "| workers | pages/s | by tenth | wall s | pages | peak RSS MB | last response -> "
+        "exit s | DB bytes/page | written/page: crawler, server (WAL) | CPU ms/page: crawler, "
+        "server | duplicate requests | lease ms at start "
         "(median, max) | lease ms at end | buffers start / end | max dead tuples "
         "| dead tuples at end | autovacuums (autovacuum) | crawler's vacuums |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- " * 19 + "|",
     ]
     for r in results:
         lines.append(
-            f"| {r['workers']} | {r['pages_per_s']} | {r['elapsed_s']} | {r['pages']} "
+            f"| {r['workers']} | {r['pages_per_s']} "
+            f"| {' '.join(map(str, r['pages_per_s_by_tenth']))} "
+            f"| {r['elapsed_s']} | {r['pages']} | {r['peak_rss_mb']} "
+            f"| {r['last_response_to_exit_s']} | {r['db_bytes_per_page']} "
+            f"| {r['crawler_written_per_page']}, {r['server_written_per_page']} "
+            f"({r['server_wal_per_page']}) "
+            f"| {r['crawler_cpu_ms_per_page']}, {r['server_cpu_ms_per_page']} "
             f"| {r['duplicate_requests']} | {r['lease_ms_start']} | {r['lease_ms_end']} "
             f"| {r['lease_buffers_start']} / {r['lease_buffers_end']} | {r['max_dead_tuples']} "
             f"| {r.get('dead_tuples_end')} | {r.get('autovacuums_of_url')} "
@@ -294,6 +377,16 @@ def main(argv: list[str] | None = None) -> int:
             f"at end {r.get('dead_tuples_end')}; autovacuum {r.get('autovacuum')}: "
             f"{r.get('autovacuums_of_url')} autovacuum(s), "
             f"{r.get('crawler_vacuums_of_url')} vacuum(s) by the crawler",
+            flush=True,
+        )
+        print(
+            f"{workers} worker(s): {r['pages_per_s']} pages/s "
+            f"(by tenth {r['pages_per_s_by_tenth']}), peak RSS {r['peak_rss_mb']} MB, "
+            f"last response -> exit {r['last_response_to_exit_s']} s, "
+            f"DB {r['db_bytes_per_page']} B/page; written per page: crawler "
+            f"{r['crawler_written_per_page']} B, server {r['server_written_per_page']} B "
+            f"(WAL {r['server_wal_per_page']} B); CPU per page: crawler "
+            f"{r['crawler_cpu_ms_per_page']} ms, server {r['server_cpu_ms_per_page']} ms",
             flush=True,
         )
     table = markdown(results, args, kind)

@@ -123,4 +123,3 @@ class _Paths:
         if shown.startswith(".."):
             shown = str(path)
         return shown.replace(os.sep, "/")
-

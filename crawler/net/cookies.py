@@ -142,7 +142,6 @@ class CrawlJar(aiohttp.CookieJar):
             expires_at=self._expiry.get(key),
         )
 
-
     def _host_only_keys(self) -> Collection[Key]:
         """The host-only cookies (a public property in recent aiohttp, private before)."""
         keys = getattr(self, "host_only_cookies", None)
