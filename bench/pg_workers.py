@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -45,6 +46,7 @@ from typing import Any
 
 import asyncpg
 import measure
+import pgserver
 import serve
 import sitegen
 from measure import OUT, log
@@ -176,6 +178,9 @@ def run_one(
         "--log-level",
         "error",
     ]
+    if args.private_server:
+        asyncio.run(_admin(args.admin_url, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"))
+        asyncio.run(_admin(args.admin_url, "SELECT pg_stat_statements_reset()"))
     server_before = asyncio.run(server_writes(args.admin_url))
     probe = Probe(url, args.probe_every_s)
     thread = threading.Thread(target=probe.run, daemon=True)
@@ -198,6 +203,10 @@ def run_one(
     pages = measure.pages_fetched(entries, origin.removeprefix("http://"))
     summary = json.loads(report.read_text())["summary"] if report.exists() else {}
     upkeep = asyncio.run(_upkeep(url))
+    if args.private_server:
+        statements = asyncio.run(_statements(args.admin_url, max(pages, 1)))
+        (run_dir / f"statements-w{workers}.txt").write_text(statements)
+        print(statements, flush=True)
     host = origin.removeprefix("http://")
     db_size = asyncio.run(_db_size(args.admin_url, name))
     per_page = max(pages, 1)
@@ -279,6 +288,27 @@ async def server_writes(admin_url: str) -> dict[str, float]:
     }
 
 
+async def _statements(admin_url: str, pages: int, top: int = 15) -> str:
+    """The server's statements by total time (pg_stat_statements), per page."""
+    conn = await asyncpg.connect(admin_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT calls, total_exec_time, rows, wal_bytes, query FROM pg_stat_statements "
+            "ORDER BY total_exec_time DESC LIMIT $1",
+            top,
+        )
+        total = await conn.fetchval("SELECT sum(total_exec_time) FROM pg_stat_statements")
+    finally:
+        await conn.close()
+    lines = [f"statements: {total:.0f} ms in all; calls and time per page, WAL bytes per page:"]
+    for n, ms, _, wal_bytes, query in rows:
+        text = " ".join(query.split())[:110]
+        lines.append(
+            f"  {n / pages:7.2f} calls {ms / pages:7.3f} ms {int(wal_bytes) / pages:8.0f} B  {text}"
+        )
+    return "\n".join(lines)
+
+
 async def _db_size(admin_url: str, name: str) -> int:
     conn = await asyncpg.connect(admin_url)
     try:
@@ -338,28 +368,10 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace, kind: str)
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--pages", type=int, default=10_000)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--workers", default="1,2,4", help="comma-separated worker counts")
-    parser.add_argument("--concurrency", type=int, default=32, help="per worker")
-    parser.add_argument("--host-concurrency", type=int, default=64)
-    parser.add_argument(
-        "--admin-url",
-        default="postgresql://postgres@127.0.0.1:5432/postgres",
-        help="a database on the server where the bench databases are created",
-    )
-    parser.add_argument("--probe-every-s", type=float, default=0.5)
-    parser.add_argument("--timeout-s", type=float, default=1800.0)
-    parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
-    parser.add_argument("--markdown", type=Path, help="write the figures as a Markdown table")
-    args = parser.parse_args(argv)
-    measure.install_signal_exit()
-    site_dir = OUT / f"site-n{args.pages}-s{args.seed}"
-    run_dir = OUT / f"pg-n{args.pages}-s{args.seed}"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    sitegen.generate(site_dir, args.pages, args.seed)
+def run_all(
+    args: argparse.Namespace, site_dir: Path, run_dir: Path
+) -> tuple[list[dict[str, Any]], str]:
+    """One crawl per worker count, each on a fresh database and a fresh site server."""
     results = []
     kind = ""
     for workers in (int(w) for w in args.workers.split(",")):
@@ -389,6 +401,45 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['crawler_cpu_ms_per_page']} ms, server {r['server_cpu_ms_per_page']} ms",
             flush=True,
         )
+    return results, kind
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--pages", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workers", default="1,2,4", help="comma-separated worker counts")
+    parser.add_argument("--concurrency", type=int, default=32, help="per worker")
+    parser.add_argument("--host-concurrency", type=int, default=64)
+    parser.add_argument(
+        "--admin-url",
+        default="postgresql://postgres@127.0.0.1:5432/postgres",
+        help="a database on the server where the bench databases are created",
+    )
+    parser.add_argument(
+        "--private-server",
+        action="store_true",
+        help="run a PostgreSQL server of our own (bench/pgserver.py): its writes and CPU "
+        "are the crawl's alone",
+    )
+    # Each sample costs the server an EXPLAIN ANALYZE of a 256-row lease (rolled
+    # back: 256 dead rows) and a count of the crawl's rows: every 0.5 s that was
+    # more server time than the crawl's own statements (pg_stat_statements,
+    # 10,000 pages), which SQLite's benchmark does not pay.
+    parser.add_argument("--probe-every-s", type=float, default=5.0)
+    parser.add_argument("--timeout-s", type=float, default=1800.0)
+    parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
+    parser.add_argument("--markdown", type=Path, help="write the figures as a Markdown table")
+    args = parser.parse_args(argv)
+    measure.install_signal_exit()
+    site_dir = OUT / f"site-n{args.pages}-s{args.seed}"
+    run_dir = OUT / f"pg-n{args.pages}-s{args.seed}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    sitegen.generate(site_dir, args.pages, args.seed)
+    with contextlib.ExitStack() as stack:
+        if args.private_server:
+            args.admin_url = stack.enter_context(pgserver.private())
+        results, kind = run_all(args, site_dir, run_dir)
     table = markdown(results, args, kind)
     print(table)
     if args.markdown is not None:

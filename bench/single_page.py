@@ -28,7 +28,7 @@ from aiohttp import web
 
 VENV_BIN = Path(__file__).resolve().parents[1] / ".venv" / "bin"
 
-PLAIN_CHECKER = textwrap.dedent('''
+PLAIN_CHECKER = textwrap.dedent("""
     import asyncio, re, sys, aiohttp
     async def main(url, concurrency):
         async with aiohttp.ClientSession() as session:
@@ -42,14 +42,18 @@ PLAIN_CHECKER = textwrap.dedent('''
             statuses = await asyncio.gather(*(check(link) for link in links))
         print(sum(s >= 400 for s in statuses), "broken of", len(statuses))
     asyncio.run(main(sys.argv[1], int(sys.argv[2])))
-''')
+""")
 
 
 def serve(links: int) -> tuple[str, threading.Thread, asyncio.AbstractEventLoop]:
-    body = "<html><body>" + "".join(
-        f'<a href="/r/{i}.png">{i}</a>' if i % 2 else f'<img src="/r/{i}.png">'
-        for i in range(links)
-    ) + "</body></html>"
+    body = (
+        "<html><body>"
+        + "".join(
+            f'<a href="/r/{i}.png">{i}</a>' if i % 2 else f'<img src="/r/{i}.png">'
+            for i in range(links)
+        )
+        + "</body></html>"
+    )
 
     async def page(_: web.Request) -> web.Response:
         return web.Response(text=body, content_type="text/html")
@@ -75,7 +79,10 @@ def serve(links: int) -> tuple[str, threading.Thread, asyncio.AbstractEventLoop]
 def timed(command: list[str]) -> tuple[float, float, str]:
     started = time.monotonic()
     done = subprocess.run(
-        ["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True, check=False,
+        ["/usr/bin/time", "-f", "%M", *command],
+        capture_output=True,
+        text=True,
+        check=False,
         timeout=600,
     )
     elapsed = time.monotonic() - started
@@ -93,9 +100,23 @@ def main(argv: list[str] | None = None) -> int:
         script = Path(tmp) / "plain.py"
         script.write_text(PLAIN_CHECKER)
         db = Path(tmp) / "c.db"
-        crawler = [str(VENV_BIN / "crawler"), "crawl", url, "--max-depth", "0", "--db", str(db),
-                   "-n", "--no-robots", "--max-retries", "0", "--max-concurrency",
-                   str(args.concurrency), "--host-concurrency", str(args.concurrency)]
+        crawler = [
+            str(VENV_BIN / "crawler"),
+            "crawl",
+            url,
+            "--max-depth",
+            "0",
+            "--db",
+            str(db),
+            "-n",
+            "--no-robots",
+            "--max-retries",
+            "0",
+            "--max-concurrency",
+            str(args.concurrency),
+            "--host-concurrency",
+            str(args.concurrency),
+        ]
         plain = [sys.executable, str(script), url, str(args.concurrency)]
         crawl_s, crawl_mb, crawl_out = timed(crawler)
         plain_s, plain_mb, plain_out = timed(plain)
