@@ -62,6 +62,7 @@ class Backend:
     # The links reports read (to URLs not settled): one table, or SQLite's two
     # (appended, then moved in batches: crawler/store/sqlite/links.py).
     open_links = "link_open"
+    settled_links = "link_settled"
 
     name: str
 
@@ -129,7 +130,7 @@ class Backend:
         """(source, target, fragment) per link table: open (reported) and settled (never)."""
         return {
             name: {(s, t, fr) for s, t, _, fr in await self.fetch(_LINKS.format(table=table))}
-            for name, table in (("open", self.open_links), ("settled", "link_settled"))
+            for name, table in (("open", self.open_links), ("settled", self.settled_links))
         }
 
     async def results(self, crawl_id: int | None = None) -> dict[str, tuple[Any, ...]]:
@@ -209,6 +210,12 @@ class SqliteBackend(Backend):
 
 class PostgresBackend(Backend):
     name = "postgresql"
+    # A page's settled links in one row (migrations/postgresql/0016).
+    settled_links = (
+        "(SELECT target_id, source_id, fragment, element FROM link_settled "
+        "UNION ALL SELECT t.target_id, p.source_id, '', t.element FROM link_settled_page p "
+        "CROSS JOIN LATERAL unnest(p.target_ids, p.elements) AS t (target_id, element))"
+    )
 
     def __init__(self, url: str) -> None:
         super().__init__(url)

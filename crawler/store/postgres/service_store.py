@@ -48,6 +48,7 @@ _DELETE_CRAWL = (
     "DELETE FROM link_open WHERE source_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "DELETE FROM link_settled WHERE source_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "DELETE FROM link_settled WHERE target_id IN (SELECT id FROM url WHERE crawl_id = $1)",
+    "DELETE FROM link_settled_page WHERE source_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "DELETE FROM anchor WHERE url_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "UPDATE result SET redirect_to_id = NULL "
     "WHERE redirect_to_id IN (SELECT id FROM url WHERE crawl_id = $1)",
