@@ -3,7 +3,8 @@
 ``save_validators`` keeps the ETag / Last-Modified of pages crawled OK (in
 the completing transaction); ``previous_pages`` reads, for a batch of page
 URLs, what the previous crawl stored for them: validators, result, links
-(both link tables, by source) and anchors. Both are the SQLite statements
+(every link table, by source; link_fresh has no index, so it is scanned
+once a chunk) and anchors. Both are the SQLite statements
 behind ``FrontierStore.previous_pages``' meaning (crawler/store/contract.py).
 """
 
@@ -28,6 +29,10 @@ WHERE u.crawl_id = ? AND r.class = 'ok' AND u.url IN ({marks})
 _LINKS = """
 SELECT l.source_id, t.url, l.element, l.fragment, l.at
 FROM link_open l JOIN url t ON t.id = l.target_id
+WHERE l.source_id IN ({marks}) AND l.element <> 'redirect'
+UNION
+SELECT l.source_id, t.url, l.element, l.fragment, l.at
+FROM link_fresh l JOIN url t ON t.id = l.target_id
 WHERE l.source_id IN ({marks}) AND l.element <> 'redirect'
 UNION ALL
 SELECT l.source_id, t.url, l.element, l.fragment, l.at
@@ -76,7 +81,7 @@ def _chunk(
     id_marks = ",".join("?" * len(ids))
     links: defaultdict[int, list[PreviousLink]] = defaultdict(list)
     for source_id, target, element, fragment, at in conn.execute(
-        _LINKS.format(marks=id_marks), (*ids, *ids)
+        _LINKS.format(marks=id_marks), (*ids, *ids, *ids)
     ):
         links[source_id].append((target, element, fragment, *unpacked(at)))
     anchors: defaultdict[int, set[str]] = defaultdict(set)
@@ -95,4 +100,3 @@ def _chunk(
         )
         for url, url_id, etag, modified, status, content_type, size in rows
     }
-

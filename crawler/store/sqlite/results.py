@@ -250,13 +250,20 @@ def _located(conn: sqlite3.Connection) -> str:
     if has.fetchone() is None:
         return "NULL"
     classes = ", ".join(f"'{name}'" for name in LOCATED_CLASSES)
+    fresh = (  # links appended, not moved into link_open yet (migration 0016)
+        "UNION SELECT source_id, fragment, at FROM link_fresh "
+        "WHERE target_id = r.url_id AND element <> 'redirect'"
+        if _has(conn, "table", "link_fresh")
+        else ""
+    )
     return (
         f"CASE WHEN rv.class IN ({classes}) THEN ("
         "SELECT json_group_array(json_array(s.url, "
         "CASE WHEN l.at >= 0 THEN l.at >> 10 ELSE (-l.at) >> 32 END, "
         "CASE WHEN l.at >= 0 THEN l.at & 1023 ELSE (-l.at) & 4294967295 END)) "
-        "FROM link_open l JOIN url s ON s.id = l.source_id "
-        "WHERE l.target_id = r.url_id AND l.element <> 'redirect') END"
+        "FROM (SELECT source_id, fragment, at FROM link_open "
+        "WHERE target_id = r.url_id AND element <> 'redirect' "
+        f"{fresh}) l JOIN url s ON s.id = l.source_id) END"
     )
 
 
