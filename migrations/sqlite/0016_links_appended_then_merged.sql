@@ -5,11 +5,11 @@
 -- per crawled page, each written to the WAL at every commit and again at
 -- every checkpoint. That was 72% of the WAL frames of a 10,000-page crawl
 -- (48 KB written per page; ~150 KB per page at 1,000,000 pages). Now a
--- completion appends them to link_fresh (a rowid table without index: a few
--- pages per commit), and the writer moves link_fresh into link_open sorted by
--- target once it holds as many rows as the crawl has URLs (at least 200,000;
--- ``crawler.store.sqlite.links``): each link_open page is then rewritten once
--- per batch, not once per link.
+-- completion appends them to link_fresh (a rowid table indexed by source
+-- only, whose keys rise: a few pages per commit), and the writer moves
+-- link_fresh into link_open sorted by target once it holds as many rows as
+-- the crawl has URLs (at least 200,000; ``crawler.store.sqlite.links``): each
+-- link_open page is then rewritten once per batch, not once per link.
 --
 -- Readers see both: every view that read link_open reads link_fresh too, and
 -- the `link` view is every link, whichever table holds it. A link may sit in
@@ -24,6 +24,11 @@ CREATE TABLE link_fresh (
     element    TEXT    NOT NULL,
     at         INTEGER              -- line and column, packed as in link_open (0015)
 );
+-- By source, as link_open (0012): a re-crawl reads the links of the previous
+-- crawl's pages by source, and deleting a crawl deletes its links by source.
+-- Completions append sources close to each other and rising (the pages of a
+-- group commit), so this index's writes land on its last few pages.
+CREATE INDEX link_fresh_source ON link_fresh (source_id);
 
 DROP VIEW link;
 CREATE VIEW link AS
@@ -73,7 +78,8 @@ SELECT b.crawl_id, b.url, b.status, b.error, NULL, NULL, NULL, NULL, NULL
 FROM bad b
 WHERE b.depth = 0 AND b.hop = 0
   AND NOT EXISTS (SELECT 1 FROM link_open l WHERE l.target_id = b.url_id AND l.element <> 'redirect')
-  AND NOT EXISTS (SELECT 1 FROM link_fresh l WHERE l.target_id = b.url_id AND l.element <> 'redirect');
+  -- not correlated: link_fresh (no index by target) is read once, not once a URL
+  AND b.url_id NOT IN (SELECT target_id FROM link_fresh WHERE element <> 'redirect');
 
 -- Same rows as before (0015): one per (blocked URL, source) with where the
 -- source writes it, one with no source for a blocked URL nothing links to.
@@ -102,7 +108,7 @@ FROM result r
 JOIN url u ON u.id = r.url_id
 WHERE r.class = 'blocked'
   AND NOT EXISTS (SELECT 1 FROM link_open l WHERE l.target_id = u.id AND l.element <> 'redirect')
-  AND NOT EXISTS (SELECT 1 FROM link_fresh l WHERE l.target_id = u.id AND l.element <> 'redirect');
+  AND u.id NOT IN (SELECT target_id FROM link_fresh WHERE element <> 'redirect');
 
 -- Same rows as before (0015), from both tables of open links.
 DROP VIEW broken_fragments;

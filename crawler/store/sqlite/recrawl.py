@@ -3,8 +3,7 @@
 ``save_validators`` keeps the ETag / Last-Modified of pages crawled OK (in
 the completing transaction); ``previous_pages`` reads, for a batch of page
 URLs, what the previous crawl stored for them: validators, result, links
-(every link table, by source; link_fresh has no index, so it is scanned
-once a chunk) and anchors. Both are the SQLite statements
+(every link table, by source) and anchors. Both are the SQLite statements
 behind ``FrontierStore.previous_pages``' meaning (crawler/store/contract.py).
 """
 
