@@ -319,7 +319,12 @@ class Frontier:
     def previous_crawl(self) -> int | None:
         """The crawl this one re-crawls (read once), None for a full crawl."""
         if self._previous_crawl is None:
-            self._previous_crawl = (recrawl.previous_crawl_id(self._conn, self.crawl_id),)
+            previous = recrawl.previous_crawl_id(self._conn, self.crawl_id)
+            if previous is not None:
+                # ``previous_pages`` reads its links by source from link_open
+                # (link_fresh has no index): move those still appended there.
+                links.merge_due(self._conn, force=True)
+            self._previous_crawl = (previous,)
         return self._previous_crawl[0]
 
     def previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:

@@ -3,8 +3,13 @@
 ``save_validators`` keeps the ETag / Last-Modified of pages crawled OK (in
 the completing transaction); ``previous_pages`` reads, for a batch of page
 URLs, what the previous crawl stored for them: validators, result, links
-(every link table, by source) and anchors. Both are the SQLite statements
+(both link tables, by source) and anchors. Both are the SQLite statements
 behind ``FrontierStore.previous_pages``' meaning (crawler/store/contract.py).
+
+The previous crawl's open links still appended to ``link_fresh`` (which has
+no index) were moved into ``link_open`` when the re-crawl's store first asked
+which crawl it re-crawls (``Frontier.previous_crawl``); a finished crawl
+appends no more.
 """
 
 from __future__ import annotations
@@ -28,10 +33,6 @@ WHERE u.crawl_id = ? AND r.class = 'ok' AND u.url IN ({marks})
 _LINKS = """
 SELECT l.source_id, t.url, l.element, l.fragment, l.at
 FROM link_open l JOIN url t ON t.id = l.target_id
-WHERE l.source_id IN ({marks}) AND l.element <> 'redirect'
-UNION
-SELECT l.source_id, t.url, l.element, l.fragment, l.at
-FROM link_fresh l JOIN url t ON t.id = l.target_id
 WHERE l.source_id IN ({marks}) AND l.element <> 'redirect'
 UNION ALL
 SELECT l.source_id, t.url, l.element, l.fragment, l.at
@@ -80,7 +81,7 @@ def _chunk(
     id_marks = ",".join("?" * len(ids))
     links: defaultdict[int, list[PreviousLink]] = defaultdict(list)
     for source_id, target, element, fragment, at in conn.execute(
-        _LINKS.format(marks=id_marks), (*ids, *ids, *ids)
+        _LINKS.format(marks=id_marks), (*ids, *ids)
     ):
         links[source_id].append((target, element, fragment, *unpacked(at)))
     anchors: defaultdict[int, set[str]] = defaultdict(set)
