@@ -1,12 +1,12 @@
 """Measuring a crawl from outside: a process tree's peak RSS, a file's peak size, time.
 
 ``run_measured`` starts a command in its own session, samples every 100 ms the
-resident memory summed over its process tree (from /proc) and the size of a
-file (the SQLite WAL), and kills the whole tree on a hard timeout. Its exit
-time is taken by a thread blocked in ``wait4``, so it is exact, not sampled,
-and so is its CPU time: user + system of the process and of every descendant
-it waited for (a crawler's parse helpers, lychee's threads), which the
-machine's other load does not inflate the way it inflates wall time.
+resident memory summed over its process tree (from /proc), the bytes it has
+written to disk so far and the size of a file (the SQLite WAL), and kills the
+whole tree on a hard timeout. Its exit time is taken by a thread blocked in
+``wait4``, so it is exact, not sampled; so are its CPU time and the bytes it
+wrote (``write_bytes`` of /proc/PID/io: what the process sent to the storage
+layer), both summed over the child and every descendant it reaped.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from serve import LogEntry
 
@@ -47,8 +48,10 @@ class Measurement:
     exited_at: float  # unix time
     timed_out: bool
     samples: int
-    cpu_s: float = 0.0  # user + system, the process and the descendants it waited for
     timeline: list[tuple[float, int, int]] = field(default_factory=list)  # (s, rss, file)
+    write_bytes: int = 0  # written to disk by the tree (rusage: reaped descendants too)
+    cpu_s: float = 0.0  # user + system, the process and the descendants it waited for
+    writes: list[tuple[float, int]] = field(default_factory=list)  # (s, written so far)
 
     def rss_by_quarter(self) -> list[float]:
         """Peak RSS (MB) within each quarter of the run: flat memory means flat figures."""
@@ -131,6 +134,27 @@ def tree_rss(root: int) -> int:
     return total
 
 
+def tree_write_bytes(root: int) -> int:
+    """``write_bytes`` summed over the live tree (a reaped child counts in its parent)."""
+    total = 0
+    for pid in tree_pids(root):
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/io") as handle:
+            for line in handle:
+                if line.startswith("write_bytes:"):
+                    total += int(line.split()[1])
+    return total
+
+
+def written_between(writes: list[tuple[float, int]], t0: float, t1: float) -> int:
+    """Bytes written from ``t0`` to ``t1`` (seconds from start), from the samples."""
+
+    def at(t: float) -> int:
+        before = [w for s, w in writes if s <= t]
+        return before[-1] if before else 0
+
+    return max(at(t1) - at(t0), 0)
+
+
 def _file_size(path: Path | None) -> int:
     if path is None:
         return 0
@@ -182,16 +206,18 @@ def run_measured(
             start_new_session=True,
         )
 
-        usage: list[float] = []
+        usage: list[Any] = []
 
         def waiter() -> None:
+            # wait4: the child's rusage, with every descendant it reaped
+            # (ru_oublock counts 512-byte blocks of write_bytes).
             try:
                 _, status, rusage = os.wait4(proc.pid, 0)
             except ChildProcessError:  # reaped by kill_tree after a timeout
                 proc.wait()
             else:
                 proc.returncode = os.waitstatus_to_exitcode(status)
-                usage.append(rusage.ru_utime + rusage.ru_stime)
+                usage.append(rusage)
             exit_time.append(time.time())
             exited.set()
 
@@ -200,10 +226,15 @@ def run_measured(
         peak_rss = max_file = samples = 0
         timed_out = False
         timeline: list[tuple[float, int, int]] = []
+        writes: list[tuple[float, int]] = []
         try:
             while True:
                 rss, size = tree_rss(proc.pid), _file_size(watch_file)
-                timeline.append((round(time.monotonic() - t0, 2), rss, size))
+                written = tree_write_bytes(proc.pid)
+                at = round(time.monotonic() - t0, 2)
+                timeline.append((at, rss, size))
+                if not exited.is_set() and written:
+                    writes.append((at, max(written, writes[-1][1] if writes else 0)))
                 peak_rss = max(peak_rss, rss)
                 max_file = max(max_file, size)
                 samples += 1
@@ -219,6 +250,12 @@ def run_measured(
         thread.join(timeout=15)
         max_file = max(max_file, _file_size(watch_file))
     ended = exit_time[0] if exit_time else time.time()
+    write_bytes = cpu_s = 0.0
+    if usage:
+        write_bytes = usage[0].ru_oublock * 512
+        cpu_s = usage[0].ru_utime + usage[0].ru_stime
+    if exit_time:
+        writes.append((round(ended - started, 2), int(write_bytes)))
     return Measurement(
         returncode=proc.returncode,
         wall_s=time.monotonic() - t0 if not exit_time else ended - started,
@@ -228,8 +265,10 @@ def run_measured(
         exited_at=ended,
         timed_out=timed_out,
         samples=samples,
-        cpu_s=round(usage[0], 3) if usage else 0.0,
         timeline=timeline,
+        write_bytes=int(write_bytes),
+        cpu_s=round(cpu_s, 3),
+        writes=writes,
     )
 
 
@@ -289,6 +328,26 @@ def page_rate_by_tenth(entries: Iterable[LogEntry], host: str) -> list[float]:
         span = times[end] - times[start]
         rates.append(round((end - start) / span) if span > 0 else 0.0)
     return rates
+
+
+def written_per_page_by_tenth(
+    entries: Iterable[LogEntry], host: str, writes: list[tuple[float, int]], started_at: float
+) -> list[int]:
+    """Bytes written per page over each tenth of the pages (``page_rate_by_tenth``'s tenths).
+
+    Writes that grow with the database show as a rising row; ``writes`` are
+    ``Measurement.writes`` (seconds from the start, bytes written so far).
+    """
+    times = sorted(e.at - started_at for e in entries if is_page(e, host))
+    if len(times) < 20 or not writes:
+        return []
+    out = []
+    for k in range(10):
+        start, end = k * len(times) // 10, (k + 1) * len(times) // 10 - 1
+        lo = times[start] if k else 0.0
+        hi = times[end] if k < 9 else writes[-1][0]
+        out.append(round(written_between(writes, lo, hi) / max(end - start + 1, 1)))
+    return out
 
 
 def db_bytes(db: Path) -> int:

@@ -159,6 +159,11 @@ def crawl_and_measure(
         "cpu_ms_per_page": round(1000 * m.cpu_s / pages, 3) if pages else None,
         "pages_per_s_by_tenth": measure.page_rate_by_tenth(entries, host),
         "peak_rss_mb": round(m.peak_rss_bytes / 1e6, 1),
+        "write_bytes": m.write_bytes,
+        "written_per_page": round(m.write_bytes / pages) if pages else None,
+        "written_per_page_by_tenth": measure.written_per_page_by_tenth(
+            entries, host, m.writes, m.started_at
+        ),
         "rss_mb_by_quarter": m.rss_by_quarter(),
         "db_bytes": size,
         "db_bytes_per_page": round(size / pages) if pages else None,
@@ -249,6 +254,12 @@ def print_figures(title: str, fig: dict[str, object], extra_lines: list[str]) ->
         ("pages/s by tenth of pages", f"{fig['pages_per_s_by_tenth']}"),
         ("CPU (user+sys, all processes)", f"{fig['cpu_s']} s, {fig['cpu_ms_per_page']} ms/page"),
         ("requests", f"{fig['requests']} ({fig['requests_per_s']}/s) {fig['requests_by_status']}"),
+        (
+            "written to disk/page",
+            f"{fig['written_per_page']} B ({mb(int(fig['write_bytes']))} MB, "  # type: ignore[call-overload]
+            "write_bytes summed over the crawler's processes)",
+        ),
+        ("written/page by tenth", f"{fig['written_per_page_by_tenth']}"),
         ("peak RSS (process tree)", f"{fig['peak_rss_mb']} MB"),
         ("peak RSS per quarter of run", f"{fig['rss_mb_by_quarter']} MB"),
         (

@@ -16,9 +16,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_bench_smoke_run_is_exact(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "bench/run.py", "--pages", "1000", "--check", "--server", "python",
-         "--timeout-s", "120"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
+        [
+            sys.executable,
+            "bench/run.py",
+            "--pages",
+            "1000",
+            "--check",
+            "--server",
+            "python",
+            "--timeout-s",
+            "120",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "pages/s" in done.stdout

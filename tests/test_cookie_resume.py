@@ -41,8 +41,10 @@ def test_a_resumed_crawl_keeps_its_cookies(any_db: str, tmp_path: Path) -> None:
         )
         try:
             wait_until_sync(
-                lambda: sum(a.path.startswith("/p/") for a in server.arrivals) >= KILL_AFTER
-                or proc.poll() is not None,
+                lambda: (
+                    sum(a.path.startswith("/p/") for a in server.arrivals) >= KILL_AFTER
+                    or proc.poll() is not None
+                ),
                 timeout=RUN_TIMEOUT_S,
                 message=f"{KILL_AFTER} gated pages requested",
             )

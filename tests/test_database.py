@@ -28,7 +28,17 @@ VIEWS = {
     "slowest",
     "host_summary",
 }
-TABLES = {"crawl", "host", "url", "result", "link_open", "link_settled", "worker", "_migrations"}
+TABLES = {
+    "crawl",
+    "host",
+    "url",
+    "result",
+    "link_open",
+    "link_fresh",
+    "link_settled",
+    "worker",
+    "_migrations",
+}
 
 
 @contextlib.contextmanager

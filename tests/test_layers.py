@@ -81,9 +81,7 @@ def test_database_drivers_stay_in_the_store(module: str) -> None:
     if _layer(module) == "store":
         return
     drivers = sorted(
-        name
-        for name in _imports(MODULES[module], module)
-        if name.split(".")[0] in DRIVERS
+        name for name in _imports(MODULES[module], module) if name.split(".")[0] in DRIVERS
     )
     assert drivers == [], f"{module} imports a database driver outside crawler/store"
 

@@ -314,7 +314,10 @@ def assert_resume_completes(
 
 STARTUP_RUNS = 3  # random kills per backend, in each of the two ways below
 AFTER_ROW_MAX_S = 0.5  # "shortly after the crawl row exists": the first requests
-FROM_SPAWN_MAX_S = 2.0  # from the process's start: before, at or after the row
+# From the process's start: before, at or after the row (recorded within ~0.5 s).
+# Below the crawl's length: the fault site's crawl can end in 1.9 s now that
+# the last group commit goes at once (a kill drawn later found it finished).
+FROM_SPAWN_MAX_S = 1.5
 
 
 def recorded_crawls_sqlite(path: str) -> int:

@@ -65,7 +65,7 @@ def test_one_crawl_goes_in_batches_and_the_others_stay_whole(
     assert _scalar(db, "SELECT count(*) FROM crawl WHERE id = 2") == 0
     for table in CRAWL_TABLES:
         assert _scalar(db, f"SELECT count(*) FROM {table} WHERE crawl_id = 2") == 0
-    for table in ("link_open", "link_settled"):
+    for table in ("link_open", "link_fresh", "link_settled"):
         orphans = f"SELECT count(*) FROM {table} WHERE source_id NOT IN (SELECT id FROM url)"
         assert _scalar(db, orphans) == 0
     for table in ("result", "anchor", "page_validator"):

@@ -77,7 +77,7 @@ def create_crawl(
     """
     if is_postgres_url(db_name):
         new = _NewCrawl(recorded, seeds, seeded, previous_crawl_id)
-        return _postgres(str(db_name), crawl_id, settings, new)[0]
+        return _postgres(str(db_name), crawl_id, settings, new, durability)[0]
     conn = db.open_database(sqlite_path(db_name), durability=durability)
     try:
         crawl_id = crawls.create(
@@ -103,7 +103,7 @@ def open_crawl(
 ) -> tuple[FrontierStore, CrawlRecord]:
     """A recorded crawl's store and record: ``crawl_id``, else the latest unfinished one."""
     if is_postgres_url(db_name):
-        return _postgres(str(db_name), crawl_id, None, None)
+        return _postgres(str(db_name), crawl_id, None, None, durability)
     conn = db.open_database(sqlite_path(db_name), durability=durability)
     try:
         if crawl_id is not None:
@@ -229,7 +229,11 @@ class _NewCrawl:
 
 
 def _postgres(
-    dsn: str, crawl_id: int | None, settings: CrawlSettings | None, new: _NewCrawl | None
+    dsn: str,
+    crawl_id: int | None,
+    settings: CrawlSettings | None,
+    new: _NewCrawl | None,
+    durability: Durability,
 ) -> tuple[FrontierStore, CrawlRecord]:
     """Connect; record a ``new`` crawl or find one; return its store and record."""
     from crawler.store.postgres import crawls as pg_crawls  # asyncpg only when used
@@ -262,7 +266,7 @@ def _postgres(
     runner = BackgroundLoop()
     pool = None
     try:
-        pool = runner.run(schema.create_pool(dsn))
+        pool = runner.run(schema.create_pool(dsn, durability=durability))
         record = runner.run(find(pool))
         if settings is None:
             settings = CrawlSettings.model_validate(record.config)

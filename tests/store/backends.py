@@ -59,6 +59,11 @@ class Row:
 class Backend:
     """One database on one backend, with the stores opened on it (closed at teardown)."""
 
+    # The links reports read (to URLs not settled): one table, or SQLite's two
+    # (appended, then moved in batches: crawler/store/sqlite/links.py).
+    open_links = "link_open"
+    settled_links = "link_settled"
+
     name: str
 
     def __init__(self, db: str) -> None:
@@ -125,7 +130,7 @@ class Backend:
         """(source, target, fragment) per link table: open (reported) and settled (never)."""
         return {
             name: {(s, t, fr) for s, t, _, fr in await self.fetch(_LINKS.format(table=table))}
-            for name, table in (("open", "link_open"), ("settled", "link_settled"))
+            for name, table in (("open", self.open_links), ("settled", self.settled_links))
         }
 
     async def results(self, crawl_id: int | None = None) -> dict[str, tuple[Any, ...]]:
@@ -163,6 +168,10 @@ class Backend:
 
 class SqliteBackend(Backend):
     name = "sqlite"
+    open_links = (
+        "(SELECT target_id, source_id, fragment, element FROM link_open "
+        "UNION ALL SELECT target_id, source_id, fragment, element FROM link_fresh)"
+    )
 
     def __init__(self, path: Path) -> None:
         super().__init__(str(path))
@@ -201,6 +210,12 @@ class SqliteBackend(Backend):
 
 class PostgresBackend(Backend):
     name = "postgresql"
+    # A page's settled links in one row (migrations/postgresql/0016).
+    settled_links = (
+        "(SELECT target_id, source_id, fragment, element FROM link_settled "
+        "UNION ALL SELECT t.target_id, p.source_id, '', t.element FROM link_settled_page p "
+        "CROSS JOIN LATERAL unnest(p.target_ids, p.elements) AS t (target_id, element))"
+    )
 
     def __init__(self, url: str) -> None:
         super().__init__(url)

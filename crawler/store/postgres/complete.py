@@ -40,6 +40,26 @@ RETURNING url.id, url.settled
 """
 
 
+# One row per source page (migration 0016); a page completed again (rare: a
+# kind upgrade) appends its links to its row.
+_SETTLED_LINKS = """
+INSERT INTO link_settled_page (source_id, target_ids, elements, lines, cols)
+SELECT x.source_id, array_agg(x.target_id ORDER BY x.target_id),
+       array_agg(x.element ORDER BY x.target_id),
+       array_agg(x.line ORDER BY x.target_id),
+       array_agg(x.col ORDER BY x.target_id)
+FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::integer[], $5::integer[])
+    AS x (source_id, target_id, element, line, col)
+GROUP BY x.source_id
+ORDER BY x.source_id
+ON CONFLICT (source_id) DO UPDATE SET
+    target_ids = link_settled_page.target_ids || excluded.target_ids,
+    elements = link_settled_page.elements || excluded.elements,
+    lines = link_settled_page.lines || excluded.lines,
+    cols = link_settled_page.cols || excluded.cols
+"""
+
+
 async def complete(
     conn: Any, recorder: Recorder, owner: str, outcomes: Sequence[Outcome], now: float
 ) -> list[bool]:
@@ -155,9 +175,7 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
     if settled_edges:
         pairs = sorted(settled_edges)
         await conn.execute(
-            "INSERT INTO link_settled (source_id, target_id, element, line, col) "
-            "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::integer[], "
-            "$5::integer[]) ON CONFLICT DO NOTHING",
+            _SETTLED_LINKS,
             [p[0] for p in pairs],
             [p[1] for p in pairs],
             [settled_edges[p][0] for p in pairs],

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from crawler import aio
+
 T = TypeVar("T")
 STOP_TIMEOUT_S = 10.0
 
@@ -24,7 +26,8 @@ class BackgroundLoop:
     """An event loop running in a daemon thread until ``close``."""
 
     def __init__(self, name: str = "crawler-postgres") -> None:
-        self._loop = asyncio.new_event_loop()
+        factory = aio.loop_factory()  # uvloop: asyncpg's protocol runs at about twice the speed
+        self._loop = factory() if factory is not None else asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
         self._thread.start()
 

@@ -3,7 +3,7 @@
 The same meaning as ``crawler.store.sqlite.recrawl`` (``FrontierStore.previous_pages``
 in crawler/store/contract.py), in array statements: validators of the pages
 crawled OK are upserted with the batch's results; a batch of page URLs reads
-their validators, results, links (both link tables, by source) and anchors in
+their validators, results, links (every link table, by source) and anchors in
 three statements.
 """
 
@@ -30,6 +30,13 @@ UNION ALL
 SELECT l.source_id, t.url, l.element, l.fragment, l.line, l.col
 FROM link_settled l JOIN url t ON t.id = l.target_id
 WHERE l.source_id = ANY($1::bigint[])
+UNION ALL
+SELECT p.source_id, t.url, x.element, '', x.line, x.col
+FROM link_settled_page p
+CROSS JOIN LATERAL unnest(p.target_ids, p.elements, p.lines, p.cols)
+    AS x (target_id, element, line, col)
+JOIN url t ON t.id = x.target_id
+WHERE p.source_id = ANY($1::bigint[])
 """
 _ANCHORS = "SELECT url_id, name FROM anchor WHERE url_id = ANY($1::bigint[])"
 _SAVE = """

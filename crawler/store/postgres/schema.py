@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
 
+from crawler.config import Durability
 from crawler.errors import DatabaseFailedError, DiskFullError, ForeignDatabaseError, StoreError
 from crawler.store import migrate
 
@@ -47,7 +48,38 @@ def redact(dsn: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
-async def create_pool(dsn: str, *, max_size: int = POOL_MAX_SIZE) -> asyncpg.Pool:
+def server_settings(durability: Durability) -> dict[str, str]:
+    """Session settings of the store's connections.
+
+    - ``jit = off``: the crawl's statements are short and run thousands of
+      times; compiling one costs more than it saves (a report's too).
+    - ``synchronous_commit = off`` under ``--durability normal``: a commit
+      returns before the server has flushed its WAL (which it does within
+      ``wal_writer_delay``), as SQLite's ``synchronous = NORMAL``: a crawler
+      process killed loses nothing it committed; a server crash or power loss
+      may lose the last commits, never consistency, and ``resume`` fetches
+      those URLs again. ``full`` keeps the server's setting (on by default).
+    """
+    settings = {"jit": "off"}
+    if durability == "normal":
+        settings["synchronous_commit"] = "off"
+    return settings
+
+
+async def _no_reset(conn: asyncpg.Connection) -> None:
+    """Given back to the pool: no session state to reset (asyncpg's reset is a round trip).
+
+    The store sets nothing per session (``SET LOCAL`` and transaction-level
+    advisory locks end with their transaction); only a transaction left open
+    by a cancelled call is rolled back.
+    """
+    if conn.is_in_transaction():
+        await conn.execute("ROLLBACK")
+
+
+async def create_pool(
+    dsn: str, *, max_size: int = POOL_MAX_SIZE, durability: Durability = "full"
+) -> asyncpg.Pool:
     """A connection pool on ``dsn`` with the schema brought up to date."""
     try:
         pool = await asyncpg.create_pool(
@@ -56,6 +88,8 @@ async def create_pool(dsn: str, *, max_size: int = POOL_MAX_SIZE) -> asyncpg.Poo
             max_size=max_size,
             timeout=CONNECT_TIMEOUT_S,
             command_timeout=None,
+            server_settings=server_settings(durability),
+            reset=_no_reset,
         )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
         raise StoreError(f"cannot connect to {redact(dsn)}: {exc}") from exc

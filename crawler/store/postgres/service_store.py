@@ -61,6 +61,7 @@ _DELETE_CRAWL = (
     "DELETE FROM link_open WHERE source_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "DELETE FROM link_settled WHERE source_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "DELETE FROM link_settled WHERE target_id IN (SELECT id FROM url WHERE crawl_id = $1)",
+    "DELETE FROM link_settled_page WHERE source_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "DELETE FROM anchor WHERE url_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "DELETE FROM render_issue WHERE url_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "UPDATE result SET redirect_to_id = NULL "
@@ -88,13 +89,23 @@ _DELETE_URL_BATCH = (
     "DELETE FROM link_open WHERE source_id = ANY($1::bigint[])",
     "DELETE FROM link_settled WHERE source_id = ANY($1::bigint[])",
     "DELETE FROM link_settled WHERE target_id = ANY($1::bigint[])",
+    "DELETE FROM link_settled_page WHERE source_id = ANY($1::bigint[])",
     "DELETE FROM anchor WHERE url_id = ANY($1::bigint[])",
     "DELETE FROM result WHERE url_id = ANY($1::bigint[])",
     "DELETE FROM url WHERE id = ANY($1::bigint[])",
 )
 # Tables a deleted crawl leaves dead rows in: vacuumed after a delete when the
 # server's autovacuum is off, so the next runs' rows reuse the space.
-_RECLAIMED_TABLES = ("url", "result", "link_open", "link_settled", "anchor", "cookie", "robots")
+_RECLAIMED_TABLES = (
+    "url",
+    "result",
+    "link_open",
+    "link_settled",
+    "link_settled_page",
+    "anchor",
+    "cookie",
+    "robots",
+)
 # Running crawls a worker may join, the least staffed first, then the oldest.
 _JOINABLE = """
 SELECT s.id

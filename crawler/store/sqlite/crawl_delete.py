@@ -33,6 +33,7 @@ _BATCH_STATEMENTS = (
     f"UPDATE result SET redirect_to_id = NULL WHERE redirect_to_id IN {_IN_BATCH}",
     f"DELETE FROM link_open WHERE source_id IN {_IN_BATCH}",
     f"DELETE FROM link_open WHERE target_id IN {_IN_BATCH}",
+    f"DELETE FROM link_fresh WHERE source_id IN {_IN_BATCH}",  # not merged yet
     f"DELETE FROM link_settled WHERE source_id IN {_IN_BATCH}",
     f"DELETE FROM anchor WHERE url_id IN {_IN_BATCH}",
     f"DELETE FROM page_validator WHERE url_id IN {_IN_BATCH}",

@@ -10,7 +10,8 @@ transaction:
 - ``renew``: push this owner's lease expiry forward (and its heartbeat).
 - ``complete``: for many fetched rows at once (group commit), insert children
   and edges, store results, mark done, or schedule a retry. A completion whose
-  lease this owner no longer holds is rejected.
+  lease this owner no longer holds is rejected. Open links are appended and
+  moved into the target-keyed table in batches (``links``).
 - ``release``: give this owner's leases back (graceful shutdown).
 - ``reclaim``: return expired leases, and those of dead workers, to pending.
 - ``finish_if_quiescent``: inside one transaction, if nothing is pending or
@@ -39,7 +40,7 @@ from crawler.models import (
     UrlState,
 )
 from crawler.store import liveness, worker_counts
-from crawler.store.sqlite import recrawl
+from crawler.store.sqlite import links, recrawl
 from crawler.store.sqlite.db import WRITER_BUSY_TIMEOUT_MS, atomic
 from crawler.store.sqlite.positions import packed as _packed
 
@@ -193,6 +194,7 @@ class Frontier:
         except BaseException:
             self._forget_uncommitted()
             raise
+        links.merge_due(self._conn)
         return accepted
 
     def release(self, owner: str) -> int:
@@ -317,7 +319,12 @@ class Frontier:
     def previous_crawl(self) -> int | None:
         """The crawl this one re-crawls (read once), None for a full crawl."""
         if self._previous_crawl is None:
-            self._previous_crawl = (recrawl.previous_crawl_id(self._conn, self.crawl_id),)
+            previous = recrawl.previous_crawl_id(self._conn, self.crawl_id)
+            if previous is not None:
+                # ``previous_pages`` reads its links by source from link_open
+                # (link_fresh has no index): move those still appended there.
+                links.merge_due(self._conn, force=True)
+            self._previous_crawl = (previous,)
         return self._previous_crawl[0]
 
     def previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:
@@ -383,11 +390,7 @@ class Frontier:
                 [(leased.id, i, *issue) for i, issue in enumerate(outcome.render_issues)],
             )
         if edges:
-            self._conn.executemany(
-                "INSERT OR IGNORE INTO link_open (target_id, source_id, fragment, element, at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                edges,
-            )
+            links.record(self._conn, edges)
         if settled_edges:
             self._conn.executemany(
                 "INSERT OR IGNORE INTO link_settled (source_id, target_id, element, at) "

@@ -5,6 +5,11 @@ the completing transaction); ``previous_pages`` reads, for a batch of page
 URLs, what the previous crawl stored for them: validators, result, links
 (both link tables, by source) and anchors. Both are the SQLite statements
 behind ``FrontierStore.previous_pages``' meaning (crawler/store/contract.py).
+
+The previous crawl's open links still appended to ``link_fresh`` (which has
+no index) were moved into ``link_open`` when the re-crawl's store first asked
+which crawl it re-crawls (``Frontier.previous_crawl``); a finished crawl
+appends no more.
 """
 
 from __future__ import annotations
@@ -95,4 +100,3 @@ def _chunk(
         )
         for url, url_id, etag, modified, status, content_type, size in rows
     }
-
