@@ -27,7 +27,7 @@ from crawler.service.state import field_path
         "127.1",
         "0x7f.1",
         "2130706433",
-        "10.0.0.1",
+        "10.0.0.1",  # only classified as a seed host, never connected to
         "172.16.5.4",
         "192.168.1.1",
         "169.254.169.254",
@@ -124,7 +124,7 @@ def test_token_comparison() -> None:
         ("[::1]:8080", True),
         ("localhost", True),
         ("evil.example:8080", False),
-        ("10.0.0.1", False),
+        ("10.0.0.1", False),  # a Host header value, only compared, never connected to
         (None, False),
     ],
 )
