@@ -27,7 +27,7 @@ from crawler.service.state import field_path
         "127.1",
         "0x7f.1",
         "2130706433",
-        "10.0.0.1",  # only classified as a seed host, never connected to
+        "10.0.0.1",
         "172.16.5.4",
         "192.168.1.1",
         "169.254.169.254",
@@ -44,6 +44,7 @@ from crawler.service.state import field_path
     ],
 )
 def test_private_hosts(host: str) -> None:
+    # These hosts (and the public ones below) are only classified, never connected to.
     assert safety.is_private_host(host)
 
 
