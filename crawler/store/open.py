@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from crawler.config import CrawlSettings, Durability
 from crawler.errors import UsageError
@@ -31,10 +31,11 @@ from crawler.report.diff import CrawlDiff
 from crawler.report.model import ReportData
 from crawler.store.contract import FrontierStore
 from crawler.store.sqlite import crawls, db
-from crawler.store.sqlite import db as db_module
 from crawler.store.sqlite import diff as sqlite_diff
 from crawler.store.sqlite import report as sqlite_report
 from crawler.store.sqlite.store import AsyncFrontier
+
+T = TypeVar("T")
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 SQLITE_SCHEME = "sqlite:"
@@ -120,66 +121,32 @@ def open_crawl(
 
 def load_record(db_name: str | Path, crawl_id: int | None = None) -> CrawlRecord:
     """A crawl's record (the latest when no id is given), from either backend."""
-    if is_postgres_url(db_name):
+
+    async def from_postgres(conn: Any) -> CrawlRecord:
         from crawler.store.postgres import crawls as pg_crawls  # asyncpg only when used
-        from crawler.store.postgres import schema
-        from crawler.store.postgres.loop import BackgroundLoop
 
-        async def read() -> CrawlRecord:
-            conn = await schema.connect_reader(str(db_name))
-            try:
-                return await pg_crawls.get(conn, crawl_id)
-            finally:
-                await conn.close()
+        return await pg_crawls.get(conn, crawl_id)
 
-        runner = BackgroundLoop("crawler-record")
-        try:
-            return runner.run(read())
-        finally:
-            runner.close()
-    try:
-        reader = db.open_reader(sqlite_path(db_name))
-    except sqlite3.Error as exc:
-        raise UsageError(f"{db_name}: {exc}") from exc
-    try:
-        return crawls.get(reader, crawl_id)
-    finally:
-        reader.close()
+    return _read_once(db_name, lambda reader: crawls.get(reader, crawl_id), from_postgres)
 
 
 def load_report(
     db_name: str | Path, crawl_id: int | None = None, fmt: str | None = None
 ) -> ReportData:
     """The report of a crawl (the latest when no id is given), from either backend."""
-    if is_postgres_url(db_name):
+
+    async def from_postgres(conn: Any) -> ReportData:
         from crawler.store.postgres import report as pg_report  # asyncpg only when used
-        from crawler.store.postgres import schema
-        from crawler.store.postgres.loop import BackgroundLoop
 
-        async def read() -> ReportData:
-            conn = await schema.connect_reader(str(db_name))
-            try:
-                return await pg_report.load(conn, crawl_id, fmt)
-            finally:
-                await conn.close()
+        return await pg_report.load(conn, crawl_id, fmt)
 
-        runner = BackgroundLoop("crawler-report")
-        try:
-            return runner.run(read())
-        finally:
-            runner.close()
-    try:
-        reader = db.open_reader(sqlite_path(db_name))
-    except sqlite3.Error as exc:
-        raise UsageError(f"{db_name}: {exc}") from exc
-    try:
-        return sqlite_report.load(reader, crawl_id, fmt)
-    finally:
-        reader.close()
+    return _read_once(
+        db_name, lambda reader: sqlite_report.load(reader, crawl_id, fmt), from_postgres
+    )
 
 
 def load_diff(
-    db: str | Path, from_crawl: int | None = None, to_crawl: int | None = None
+    db_name: str | Path, from_crawl: int | None = None, to_crawl: int | None = None
 ) -> CrawlDiff:
     """Two crawls compared, from either backend.
 
@@ -187,29 +154,45 @@ def load_diff(
     finished crawl before it with the same seeds (none: ``from_crawl`` 0, and
     every broken link is new). UsageError for an unknown id or no finished crawl.
     """
-    if is_postgres_url(db):
+
+    async def from_postgres(conn: Any) -> CrawlDiff:
         from crawler.store.postgres import diff as pg_diff  # asyncpg only when used
-        from crawler.store.postgres import schema
+
+        return await pg_diff.load(conn, from_crawl, to_crawl)
+
+    return _read_once(
+        db_name, lambda reader: sqlite_diff.load(reader, from_crawl, to_crawl), from_postgres
+    )
+
+
+def _read_once(
+    db_name: str | Path,
+    from_sqlite: Callable[[sqlite3.Connection], T],
+    from_postgres: Callable[[Any], Awaitable[T]],
+) -> T:
+    """One read in one snapshot, on a connection of its own, whichever backend holds it."""
+    if is_postgres_url(db_name):
+        from crawler.store.postgres import schema  # asyncpg only when used
         from crawler.store.postgres.loop import BackgroundLoop
 
-        async def read() -> CrawlDiff:
-            conn = await schema.connect_reader(str(db))
+        async def read() -> T:
+            conn = await schema.connect_reader(str(db_name))
             try:
-                return await pg_diff.load(conn, from_crawl, to_crawl)
+                return await from_postgres(conn)
             finally:
                 await conn.close()
 
-        runner = BackgroundLoop("crawler-diff")
+        runner = BackgroundLoop("crawler-read")
         try:
             return runner.run(read())
         finally:
             runner.close()
     try:
-        reader = db_module.open_reader(sqlite_path(db))
+        reader = db.open_reader(sqlite_path(db_name))
     except sqlite3.Error as exc:
-        raise UsageError(f"{db}: {exc}") from exc
+        raise UsageError(f"{db_name}: {exc}") from exc
     try:
-        return sqlite_diff.load(reader, from_crawl, to_crawl)
+        return from_sqlite(reader)
     finally:
         reader.close()
 
