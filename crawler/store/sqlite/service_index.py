@@ -449,37 +449,13 @@ class SqliteServiceStore:
         return await asyncio.to_thread(_prepare, self.path_of(crawl_id))
 
     async def snapshot(self, crawl_id: int) -> Snapshot | None:
-        path = self.path_of(crawl_id)
-        if not path.exists():
-            return None
-        try:
-            return await asyncio.to_thread(reads.snapshot, path, self._id_in_file(crawl_id))
-        except StoreError:
-            raise
-        except UsageError:  # a shared file without this run yet
-            return None
+        return await self._read(crawl_id, reads.snapshot)
 
     async def host_totals(self, crawl_id: int) -> dict[str, tuple[int, int]]:
-        path = self.path_of(crawl_id)
-        if not path.exists():
-            return {}
-        try:
-            return await asyncio.to_thread(reads.host_totals, path, self._id_in_file(crawl_id))
-        except StoreError:
-            raise
-        except UsageError:  # a shared file without this run yet
-            return {}
+        return await self._read(crawl_id, reads.host_totals) or {}
 
     async def crawl_stats(self, crawl_id: int) -> CrawlStats | None:
-        path = self.path_of(crawl_id)
-        if not path.exists():
-            return None
-        try:
-            return await asyncio.to_thread(reads.crawl_stats, path, self._id_in_file(crawl_id))
-        except StoreError:
-            raise
-        except UsageError:  # a shared file without this run yet
-            return None
+        return await self._read(crawl_id, reads.crawl_stats)
 
     async def workers(self, crawl_id: int) -> list[WorkerRow]:
         path = self.path_of(crawl_id)
@@ -488,14 +464,20 @@ class SqliteServiceStore:
         return await asyncio.to_thread(reads.workers, path, self._id_in_file(crawl_id))
 
     async def load_report(self, crawl_id: int, fmt: str) -> ReportData | None:
+        return await self._read(crawl_id, reads.load_report, fmt)
+
+    async def _read(self, crawl_id: int, read: Callable[..., T], *args: Any) -> T | None:
+        """``read(path, *args, id in the file)`` off the loop; None while the crawl has no
+        row yet (its file not created, or a shared file without this run). A corrupt or
+        foreign file (a StoreError, also a UsageError) is raised: the caller's 500."""
         path = self.path_of(crawl_id)
         if not path.exists():
             return None
         try:
-            return await asyncio.to_thread(reads.load_report, path, fmt, self._id_in_file(crawl_id))
-        except StoreError:  # corrupt or foreign (also a UsageError): the caller's 500
+            return await asyncio.to_thread(read, path, *args, self._id_in_file(crawl_id))
+        except StoreError:
             raise
-        except UsageError:  # created a moment ago: no crawl row yet
+        except UsageError:
             return None
 
     async def load_diff(self, from_crawl: int, to_crawl: int) -> CrawlDiff | None:
