@@ -281,6 +281,18 @@ def test_completions_merge_once_the_batch_is_full(
     assert links.fresh_rows(conn) < 4
 
 
+def test_counting_fresh_links_seeks_instead_of_scanning(conn: sqlite3.Connection) -> None:
+    # Every completion asks; a scan here made a 1,000,000-page crawl quadratic.
+    plan = conn.execute("EXPLAIN QUERY PLAN " + links.FRESH_ROWS_SQL).fetchall()
+    steps = [str(row[-1]) for row in plan]
+    assert not [s for s in steps if s.startswith("SCAN link_fresh")], steps
+    assert links.fresh_rows(conn) == 0
+    f = new_frontier(conn)
+    f.enqueue([disc(u(""))], T0)
+    asyncio.run(drain(_Async(f), Plan(children={u(""): [disc(u("a")), disc(u("b"))]})))
+    assert links.fresh_rows(conn) == conn.execute("SELECT count(*) FROM link_fresh").fetchone()[0]
+
+
 class _Async:
     """The synchronous ``Frontier`` behind the awaitable calls ``drain`` makes."""
 
