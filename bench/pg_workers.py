@@ -408,6 +408,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pages", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--page-size",
+        choices=sorted(sitegen.PAGE_SIZES),
+        default="normal",
+        help="small: 2-4 KB pages (for 1,000,000 pages on a 24 GB machine)",
+    )
     parser.add_argument("--workers", default="1,2,4", help="comma-separated worker counts")
     parser.add_argument("--concurrency", type=int, default=32, help="per worker")
     parser.add_argument("--host-concurrency", type=int, default=64)
@@ -432,10 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path, help="write the figures as a Markdown table")
     args = parser.parse_args(argv)
     measure.install_signal_exit()
-    site_dir = OUT / f"site-n{args.pages}-s{args.seed}"
+    site_dir = OUT / sitegen.site_name(args.pages, args.seed, args.page_size)
     run_dir = OUT / f"pg-n{args.pages}-s{args.seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
-    sitegen.generate(site_dir, args.pages, args.seed)
+    sitegen.generate(site_dir, args.pages, args.seed, args.page_size)
     with contextlib.ExitStack() as stack:
         if args.private_server:
             args.admin_url = stack.enter_context(pgserver.private())

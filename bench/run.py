@@ -298,6 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pages", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--page-size",
+        choices=sorted(sitegen.PAGE_SIZES),
+        default="normal",
+        help="small: 2-4 KB pages (for 1,000,000 pages on a 24 GB machine)",
+    )
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--keep", action="store_true", help="keep the crawl DB and logs")
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="hard timeout of the crawl")
@@ -317,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     measure.install_signal_exit()
     OUT.mkdir(parents=True, exist_ok=True)
-    site_dir = OUT / f"site-n{args.pages}-s{args.seed}"
+    site_dir = OUT / sitegen.site_name(args.pages, args.seed, args.page_size)
     # One directory per run: concurrent runs share the cached site, nothing else.
     run_dir = OUT / f"run-n{args.pages}-s{args.seed}-{os.getpid()}"
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -325,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     cached = (site_dir / sitegen.TRUTH).exists()
     log(f"{'reusing' if cached else 'generating'} {args.pages} pages in {site_dir}")
-    sitegen.generate(site_dir, args.pages, args.seed)
+    sitegen.generate(site_dir, args.pages, args.seed, args.page_size)
     gen_s = time.monotonic() - t0
     try:
         with serve.Server(

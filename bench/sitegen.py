@@ -112,8 +112,22 @@ def _paragraphs(rng: random.Random, count: int) -> list[str]:
     return pool
 
 
+# Page sizes drawn per page (bytes of HTML). "small" keeps the links and drops
+# most of the filler text: a 1,000,000-page site of 10-20 KB pages (2,000,000
+# files, ~20 GB on disk) does not fit the page cache of a 24 GB machine, and
+# nginx then waits on the disk for a file in three, so the crawler is not what
+# a run measures.
+PAGE_SIZES = {"normal": (10_000, 20_000), "small": (2_000, 4_000)}
+
+
+def site_name(pages: int, seed: int, size: str = "normal") -> str:
+    """The folder a site is generated in under bench/out (one per variant)."""
+    return f"site-n{pages}-s{seed}" + ("" if size == "normal" else f"-{size}")
+
+
 class _Generator:
-    def __init__(self, pages: int, seed: int) -> None:
+    def __init__(self, pages: int, seed: int, size: str = "normal") -> None:
+        self.sizes = PAGE_SIZES[size]
         self.n = pages
         self.seed = seed
         self.rng = random.Random(seed)
@@ -161,7 +175,7 @@ class _Generator:
                 self.broken.setdefault(("ext", bad), set()).add(page_path(i))
                 links.append(f'<a href="{PLACEHOLDER_ORIGIN}{bad}">partner archive</a>')
         rng.shuffle(links)
-        target_size = rng.randint(10_000, 20_000)
+        target_size = rng.randint(*self.sizes)
         d = i // PAGES_PER_DIR
         head = (
             f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
@@ -221,7 +235,9 @@ class _Generator:
             (site / "img" / str(d) / f"{i}.png").write_bytes(PNG)
 
 
-def generate(out_dir: str | Path, pages: int, seed: int = 1) -> dict[str, object]:
+def generate(
+    out_dir: str | Path, pages: int, seed: int = 1, size: str = "normal"
+) -> dict[str, object]:
     """Write the site and its ground truth (once: a finished ``out_dir`` is reused)."""
     out = Path(out_dir)
     truth_file = out / TRUTH
@@ -246,7 +262,7 @@ def generate(out_dir: str | Path, pages: int, seed: int = 1) -> dict[str, object
     (site / "favicon.ico").write_bytes(PNG)
     for k in range(THEMES):
         (site / "static" / f"theme-{k}.css").write_text(f".t{k}{{color:#{k}{k}{k}}}\n" * 40)
-    gen = _Generator(pages, seed)
+    gen = _Generator(pages, seed, size)
     started = time.monotonic()
     gen.write(site)
     ext = tmp / "ext"
@@ -330,8 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out_dir")
     parser.add_argument("--pages", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--page-size", choices=sorted(PAGE_SIZES), default="normal")
     args = parser.parse_args(argv)
-    truth = generate(args.out_dir, args.pages, args.seed)
+    truth = generate(args.out_dir, args.pages, args.seed, args.page_size)
     json.dump({k: v for k, v in truth.items() if k != "broken"}, sys.stdout, indent=1)
     print()
     return 0
