@@ -412,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         "--page-size",
         choices=sorted(sitegen.PAGE_SIZES),
         default="normal",
-        help="small: 2-4 KB pages (for 1,000,000 pages on a 24 GB machine)",
+        help="small: ~3.5 KB pages (for 1,000,000 pages on a 24 GB machine)",
     )
     parser.add_argument("--workers", default="1,2,4", help="comma-separated worker counts")
     parser.add_argument("--concurrency", type=int, default=32, help="per worker")
