@@ -342,3 +342,103 @@ async def test_retention_deletes_old_runs_while_another_crawl_runs(
     await svc.wait_run(slow["id"])
     report = await svc.ok("GET", f"/crawls/{slow['id']}/report")
     assert report["summary"]["pages"] == 8
+
+
+# -- webhook links, and deliveries bounded by the runs kept -----------------------------
+
+
+async def test_webhook_links_are_absolute_under_the_public_url(
+    tmp_path: Path, site: ThreadedSite, receiver: tuple[Receiver, str]
+) -> None:
+    target, url = receiver
+    # Only written into the body: nothing connects to this address.
+    cfg = config(tmp_path / "data", None, public_url="https://crawler.example.org/links/")
+    async for svc in harness(cfg):
+        did, first, second = await _two_runs(svc, site, webhook={"url": url, "secret": SECRET})
+        await wait_until(lambda: target.got, timeout=10, message="the webhook was called")
+    document = json.loads(target.got[0][1])
+    assert document["report_url"] == f"https://crawler.example.org/links/crawls/{second}/report"
+    assert document["diff_url"] == (
+        f"https://crawler.example.org/links/definitions/{did}/diff?from={first}&to={second}"
+    )
+    assert "note" not in document
+
+
+async def test_without_a_public_url_the_body_says_its_links_are_relative(
+    svc: Harness, site: ThreadedSite, receiver: tuple[Receiver, str]
+) -> None:
+    target, url = receiver
+    await _two_runs(svc, site, webhook={"url": url, "secret": SECRET})
+    await wait_until(lambda: target.got, timeout=10, message="the webhook was called")
+    document = json.loads(target.got[0][1])
+    assert document["report_url"].startswith("/crawls/")
+    assert "CRAWLER_PUBLIC_URL" in document["note"]
+
+
+@pytest.mark.parametrize(
+    "bad", ["ftp://crawler.example.org", "crawler.example.org", "https://h/?q=1", "https://u:p@h/"]
+)
+def test_a_public_url_must_be_an_http_url_without_query_or_credentials(bad: str) -> None:
+    from crawler.errors import UsageError
+    from crawler.service.config import resolve
+
+    with pytest.raises(UsageError, match="--public-url"):
+        resolve({"public_url": bad}, environ={})
+    assert resolve({}, {"CRAWLER_PUBLIC_URL": "http://127.0.0.1:8080/"}).public_url == (
+        "http://127.0.0.1:8080"
+    )
+
+
+async def test_deliveries_are_deleted_with_the_runs_retention_retires(
+    svc: Harness, site: ThreadedSite, receiver: tuple[Receiver, str]
+) -> None:
+    """Each run breaks a new link, so each calls the webhook; keep_runs=2 keeps two runs
+    and their two deliveries, however many runs there were."""
+    target, url = receiver
+    hook = {"url": url, "secret": SECRET}
+    created = await svc.ok(
+        "POST", "/definitions", definition(site, keep_runs=2, webhook=hook), status=201
+    )
+    did = created["id"]
+    runs = [created["active_run"]]
+    await svc.wait_run(runs[0])
+    for i in range(4):
+        site.server.site["/a"] = Page(links=["/b", f"/missing-{i}"])
+        svc.clock.advance(HOUR)
+        (run,) = await svc.tick()
+        runs.append(run)
+        await svc.wait_run(run)
+        await _deliveries(svc, did, "delivered")  # the newest first
+    rows = (await svc.ok("GET", f"/definitions/{did}/deliveries"))["deliveries"]
+    assert [r["crawl_id"] for r in rows] == [runs[4], runs[3]]
+    assert [e.id for e in svc.service.manager.runs_of(did)] == [runs[4], runs[3]]
+    assert len(await svc.service.manager.store.deliveries()) == 2
+    assert len(target.got) == 4
+    # Deleting a run through the API deletes its delivery too.
+    await svc.ok("DELETE", f"/crawls/{runs[3]}", status=204)
+    rows = (await svc.ok("GET", f"/definitions/{did}/deliveries"))["deliveries"]
+    assert [r["crawl_id"] for r in rows] == [runs[4]]
+
+
+async def test_retention_keeps_a_run_while_its_delivery_is_tried(
+    svc: Harness, site: ThreadedSite, receiver: tuple[Receiver, str]
+) -> None:
+    target, url = receiver
+    target.statuses = [500]  # the first call fails: retried after the next run
+    webhooks = svc.service.scheduler.webhooks
+    webhooks.policy.first_retry_s = webhooks.policy.max_retry_s = 2 * HOUR
+    webhooks.policy.give_up_after_s = 4 * HOUR
+    hook = {"url": url, "secret": SECRET}
+    did, _, second = await _two_runs(svc, site, webhook=hook, keep_runs=1)
+    await _deliveries(svc, did, "pending", attempts=1)
+    svc.clock.advance(HOUR)
+    (third,) = await svc.tick()
+    await svc.wait_run(third)
+    # keep_runs=1, yet the second run stays: its notification is still being tried.
+    assert [e.id for e in svc.service.manager.runs_of(did)] == [third, second]
+    svc.clock.advance(HOUR)
+    await webhooks.deliver_due()
+    await _deliveries(svc, did, "delivered")
+    assert len(target.got) == 2
+    assert await svc.service.scheduler.retain(did) == [second]
+    assert await svc.service.manager.store.deliveries() == []
