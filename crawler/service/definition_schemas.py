@@ -11,7 +11,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    model_validator,
+)
 
 from crawler import urls
 from crawler.errors import InvalidURLError
@@ -24,20 +31,27 @@ from crawler.service.schemas import (
     ReportBrokenLink,
     Seed,
     ServiceCrawlSettings,
+    is_refused_host,
 )
 
 MAX_KEEP_RUNS = 1000
 MIN_SECRET_CHARS = 16
 
 
-def _check_webhook_url(value: str) -> str:
-    """An http(s) URL (the private-address guard decides when it is called)."""
+def _check_webhook_url(value: str, info: ValidationInfo) -> str:
+    """An http(s) URL, refused at once when it names an address the crawls' guard
+    refuses (as a seed is); a name is checked by the guard each time it is called."""
     if not urls.is_http(value):
         raise ValueError(f"webhook {value[:200]!r}: not an http(s) URL")
     try:
-        urls.normalize(value)
+        key, _ = urls.normalize(value)
     except InvalidURLError as exc:
         raise ValueError(f"webhook {value[:200]!r}: {exc}") from exc
+    if is_refused_host(key, info.context or {}):
+        raise ValueError(
+            f"webhook {value[:200]!r}: private, loopback or link-local address "
+            "(allow it with --allow-network, or --allow-private)"
+        )
     return value
 
 

@@ -280,6 +280,20 @@ class CrawlManager:
             return entry
         if entry.state not in ("paused", "failed"):
             raise ConflictError(f"crawl {crawl_id} is {entry.state}; only a paused or failed one")
+        if entry.definition_id is not None:  # never two runs of one definition at once
+            other = next(
+                (
+                    e
+                    for e in self.runs_of(entry.definition_id)
+                    if e.id != crawl_id and e.state in ACTIVE_STATES
+                ),
+                None,
+            )
+            if other is not None:
+                raise ConflictError(
+                    f"crawl {crawl_id}: run {other.id} of its definition "
+                    f"{entry.definition_id} is {other.state}"
+                )
         entry.queued_at = time.time()
         entry.error = None
         await self._set(entry, "queued")

@@ -184,6 +184,29 @@ async def test_a_due_definition_waits_for_its_running_run(svc: Harness, site: Th
     await svc.wait_run(runs[0].id)
 
 
+async def test_a_failed_run_is_not_resumed_while_another_run_of_its_definition_is_active(
+    svc: Harness, site: ThreadedSite
+) -> None:
+    created = await svc.ok("POST", "/definitions", definition(site), status=201)
+    did, first = created["id"], created["active_run"]
+    await svc.wait_run(first)
+    manager = svc.service.manager
+    failed = manager.get(first)
+    failed.state, failed.error = "failed", "as if it had failed"
+    await manager.store.update(failed)
+    svc.clock.advance(HOUR)
+    (second,) = await svc.tick()
+    await svc.ok("POST", f"/crawls/{second}/pause")  # active until resumed or cancelled
+    status, body = await svc.call("POST", f"/crawls/{first}/resume")
+    assert status == 409, body
+    assert f"run {second}" in body["error"]
+    await svc.ok("POST", f"/crawls/{second}/cancel")
+    await svc.wait_run(second, "cancelled")
+    await svc.ok("POST", f"/crawls/{first}/resume")
+    assert [e.id for e in manager.runs_of(did) if e.state in ("queued", "running")] == [first]
+    await svc.wait_run(first)
+
+
 def _iso(timestamp: float) -> str:
     import datetime as dt
 
@@ -294,15 +317,32 @@ async def test_a_webhook_to_a_private_address_is_refused_and_never_called(
     tmp_path: Path, site: ThreadedSite
 ) -> None:
     """The service guards private addresses; the site is allowed by network, the
-    webhook's loopback address (127.0.0.2) is not."""
+    webhook's loopback address (127.0.0.2) is not: refused when the definition is
+    created, as a seed would be; and refused when called, for a definition created
+    while its operator allowed that address (it resolves and is checked each time)."""
     target = Receiver()
     server = TestServer(target.app(), host="127.0.0.2")
     await server.start_server()
+    data = tmp_path / "data"
+    hook = {"url": str(server.make_url("/hook")), "secret": SECRET}
     try:
-        cfg = config(tmp_path / "data", None, allow_private=False, allow_networks=["127.0.0.1/32"])
-        async for svc in harness(cfg):
-            hook = {"url": str(server.make_url("/hook")), "secret": SECRET}
-            did, _, _ = await _two_runs(svc, site, webhook=hook)
+        guarded = config(data, None, allow_private=False, allow_networks=["127.0.0.1/32"])
+        async for svc in harness(guarded):
+            status, body = await svc.call("POST", "/definitions", definition(site, webhook=hook))
+            assert status == 422, body
+            assert body["field"] == "webhook.url"
+        wider = config(
+            data, None, allow_private=False, allow_networks=["127.0.0.1/32", "127.0.0.2/32"]
+        )
+        async for svc in harness(wider):
+            created = await svc.ok("POST", "/definitions", definition(site, webhook=hook), 201)
+            did = created["id"]
+            await svc.wait_run(created["active_run"])
+        site.server.site["/a"] = Page(links=["/b", "/new-missing", "/old"])
+        async for svc in harness(guarded):
+            svc.clock.advance(HOUR)
+            (second,) = await svc.tick()
+            await svc.wait_run(second)
             failed = (await _deliveries(svc, did, "failed"))[0]
             assert "private-address guard" in failed["last_error"]
             assert failed["attempts"] == 1
