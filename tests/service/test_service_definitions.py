@@ -4,6 +4,8 @@ previous run, diffs, signed webhooks with retries and the private-address guard,
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from crawler.engine import runner
@@ -354,17 +357,55 @@ async def test_a_webhook_to_a_private_address_is_refused_and_never_called(
 # -- retention --------------------------------------------------------------------------
 
 
-async def test_retention_deletes_old_runs_while_another_crawl_runs(
-    svc: Harness, site: ThreadedSite, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from crawler.store.postgres import service_store
+@dataclasses.dataclass
+class EndlessChain:
+    """A loopback site with no end: /s/N links /s/N+1. A crawl of it runs until the test
+    stops it, however loaded the machine is; ``served`` counts its pages."""
 
-    monkeypatch.setattr(service_store, "DELETE_BATCH", 2)  # several batches per crawl
-    slow_pages = {f"/s/{i}": Page(links=[f"/s/{i + 1}"], delay_s=0.3) for i in range(8)}
-    site.server.site.update(slow_pages)
-    slow = await svc.ok(
-        "POST", "/crawls", {"seeds": [site.url("/s/0")], "settings": {"max_concurrency": 1}}, 201
-    )
+    served: int = 0
+
+    async def handle(self, request: web.Request) -> web.Response:
+        number = int(request.match_info["n"])
+        self.served += 1
+        await asyncio.sleep(0.02)  # the server's pace, not a wait of the test's
+        html = f'<html><body><a href="/s/{number + 1}">next</a></body></html>'
+        return web.Response(text=html, content_type="text/html")
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/s/{n:[0-9]+}", self.handle)
+        return app
+
+
+@pytest.fixture
+async def chain() -> AsyncIterator[tuple[EndlessChain, str]]:
+    site = EndlessChain()
+    server = TestServer(site.app(), host="127.0.0.1")
+    await server.start_server()
+    try:
+        yield site, str(server.make_url("/s/0"))
+    finally:
+        await server.close()
+
+
+def _small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several delete batches per crawl on either backend."""
+    from crawler.store.postgres import service_store
+    from crawler.store.sqlite import crawl_delete
+
+    monkeypatch.setattr(service_store, "DELETE_BATCH", 2)
+    monkeypatch.setattr(crawl_delete, "DELETE_BATCH", 2)
+
+
+async def test_retention_deletes_old_runs_while_another_crawl_runs(
+    svc: Harness,
+    site: ThreadedSite,
+    chain: tuple[EndlessChain, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _small_batches(monkeypatch)
+    endless, start = chain
+    other = await svc.ok("POST", "/crawls", {"seeds": [start]}, 201)
     created = await svc.ok("POST", "/definitions", definition(site, keep_runs=2), status=201)
     did = created["id"]
     ids = [created["active_run"]]
@@ -376,12 +417,55 @@ async def test_retention_deletes_old_runs_while_another_crawl_runs(
         await svc.wait_run(run)
     manager = svc.service.manager
     assert [e.id for e in manager.runs_of(did)] == [ids[2], ids[1]]
-    assert manager.get(slow["id"]).state == "running"  # the deletes did not wait for it
     assert await manager.store.snapshot(ids[0]) is None  # its data is gone
     assert (await svc.call("GET", f"/crawls/{ids[0]}"))[0] == 404
-    await svc.wait_run(slow["id"])
-    report = await svc.ok("GET", f"/crawls/{slow['id']}/report")
-    assert report["summary"]["pages"] == 8
+    served = endless.served
+    await wait_until(lambda: endless.served >= served + 3, timeout=30, message="still crawling")
+    assert manager.get(other["id"]).state == "running"
+    await svc.ok("POST", f"/crawls/{other['id']}/cancel")
+    await svc.wait_run(other["id"], "cancelled")
+
+
+async def test_retention_deletes_old_runs_while_a_run_of_the_same_definition_crawls(
+    svc: Harness,
+    site: ThreadedSite,
+    chain: tuple[EndlessChain, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On SQLite the runs of a definition share one file: the old runs' rows are deleted
+    from it, in short batches, while the newest run writes to it."""
+    _small_batches(monkeypatch)
+    endless, start = chain
+    created = await svc.ok("POST", "/definitions", definition(site, keep_runs=5), status=201)
+    did = created["id"]
+    ids = [created["active_run"]]
+    await svc.wait_run(ids[0])
+    for _ in range(2):
+        svc.clock.advance(HOUR)
+        (run,) = await svc.tick()
+        ids.append(run)
+        await svc.wait_run(run)
+    body = definition(site, keep_runs=1, seeds=[site.url("/"), start])  # the same schedule
+    await svc.ok("PUT", f"/definitions/{did}", body)
+    svc.clock.advance(HOUR)
+    (crawling,) = await svc.tick()
+    await wait_until(lambda: endless.served >= 3, timeout=30, message="the run crawls")
+    # The run crawling re-crawls from ids[2]: kept. The two before go.
+    assert await svc.service.scheduler.retain(did) == [ids[1], ids[0]]
+    served = endless.served
+    await wait_until(lambda: endless.served >= served + 3, timeout=30, message="still crawling")
+    manager = svc.service.manager
+    assert manager.get(crawling).state == "running"
+    assert [e.id for e in manager.runs_of(did)] == [crawling, ids[2]]
+    for gone in ids[:2]:
+        assert await manager.store.snapshot(gone) is None
+    kept = await svc.ok("GET", f"/crawls/{ids[2]}/report")
+    assert kept["summary"]["pages"] == 3
+    await svc.ok("POST", f"/crawls/{crawling}/cancel")
+    await svc.wait_run(crawling, "cancelled")
+    progress = await manager.store.snapshot(crawling)
+    assert progress is not None
+    assert progress.counts.done >= served + 3
 
 
 # -- webhook links, and deliveries bounded by the runs kept -----------------------------
