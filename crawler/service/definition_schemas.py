@@ -9,7 +9,7 @@ and an optional ``webhook``.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -156,6 +156,37 @@ class DiffCounts(BaseModel):
     still_broken: int
     pages_added: int
     pages_removed: int
+
+
+class WebhookLink(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    status: int | None
+    error: str | None
+    sources: list[str] = Field(description="up to 5 pages linking to it")
+
+
+class WebhookBody(BaseModel):
+    """What a definition's webhook receives (``scheduler.webhook_body``), signed in the
+    ``X-Crawler-Signature`` header."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    event: Literal["run_finished"]
+    definition_id: int
+    crawl_id: int
+    previous_crawl_id: int
+    counts: DiffCounts
+    new_broken: list[WebhookLink] = Field(description="the first 100 new broken URLs")
+    new_broken_truncated: bool
+    report_url: str = Field(
+        description="absolute under the service's --public-url; a path when it has none"
+    )
+    diff_url: str
+    note: str | None = Field(
+        default=None, description="present when report_url and diff_url are paths"
+    )
 
 
 class DiffView(BaseModel):

@@ -18,6 +18,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from crawler.engine import runner
+from crawler.service.definition_schemas import WebhookBody
 from crawler.service.webhooks import SIGNATURE_HEADER
 
 from kit import pgkit
@@ -481,6 +482,7 @@ async def test_webhook_links_are_absolute_under_the_public_url(
         did, first, second = await _two_runs(svc, site, webhook={"url": url, "secret": SECRET})
         await wait_until(lambda: target.got, timeout=10, message="the webhook was called")
     document = json.loads(target.got[0][1])
+    WebhookBody.model_validate(document)  # the body the OpenAPI document describes
     assert document["report_url"] == f"https://crawler.example.org/links/crawls/{second}/report"
     assert document["diff_url"] == (
         f"https://crawler.example.org/links/definitions/{did}/diff?from={first}&to={second}"
@@ -495,6 +497,7 @@ async def test_without_a_public_url_the_body_says_its_links_are_relative(
     await _two_runs(svc, site, webhook={"url": url, "secret": SECRET})
     await wait_until(lambda: target.got, timeout=10, message="the webhook was called")
     document = json.loads(target.got[0][1])
+    WebhookBody.model_validate(document)
     assert document["report_url"].startswith("/crawls/")
     assert "CRAWLER_PUBLIC_URL" in document["note"]
 
