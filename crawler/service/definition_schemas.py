@@ -184,9 +184,8 @@ class WebhookBody(BaseModel):
         description="absolute under the service's --public-url; a path when it has none"
     )
     diff_url: str
-    note: str | None = Field(
-        default=None, description="present when report_url and diff_url are paths"
-    )
+    dashboard_url: str = Field(description="the definition's runs and last diff, in HTML")
+    note: str | None = Field(default=None, description="present when the URLs are paths")
 
 
 class DiffView(BaseModel):

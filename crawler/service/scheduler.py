@@ -56,8 +56,8 @@ MAX_WEBHOOK_URLS = 100  # new broken URLs listed in a webhook body
 MAX_WEBHOOK_SOURCES = 5  # sources listed per new broken URL
 OVER_STATES = frozenset({"finished", "failed", "cancelled"})
 RELATIVE_URLS_NOTE = (
-    "report_url and diff_url are relative to the service's address: its operator set no "
-    "public URL (crawler serve --public-url, CRAWLER_PUBLIC_URL)"
+    "report_url, diff_url and dashboard_url are relative to the service's address: its "
+    "operator set no public URL (crawler serve --public-url, CRAWLER_PUBLIC_URL)"
 )
 
 
@@ -262,6 +262,7 @@ def webhook_body(
         "new_broken_truncated": len(diff.new_broken) > MAX_WEBHOOK_URLS,
         "report_url": f"{base}/crawls/{crawl_id}/report",
         "diff_url": f"{base}/definitions/{definition_id}/diff?from={diff.from_crawl}&to={crawl_id}",
+        "dashboard_url": f"{base}/#/definitions/{definition_id}",
     }
     if not public_url:
         document["note"] = RELATIVE_URLS_NOTE

@@ -88,6 +88,10 @@ async def test_definitions_are_created_listed_replaced_and_deleted(
     assert created["active_run"] is not None  # an interval runs at once
     listed = await svc.ok("GET", "/definitions")
     assert [d["id"] for d in listed["definitions"]] == [did]
+    assert created["dashboard_url"] == f"/#/definitions/{did}"
+    dashboard = await svc.client.get(created["dashboard_url"].split("#")[0])
+    assert dashboard.status == 200
+    assert "text/html" in dashboard.content_type
     await svc.wait_run(created["active_run"])
     body = definition(site, schedule={"cron": "0 3 * * *", "timezone": "Europe/Paris"})
     body["webhook"] = {"url": "http://127.0.0.1:9/hook", "secret": SECRET}
@@ -487,6 +491,7 @@ async def test_webhook_links_are_absolute_under_the_public_url(
     assert document["diff_url"] == (
         f"https://crawler.example.org/links/definitions/{did}/diff?from={first}&to={second}"
     )
+    assert document["dashboard_url"] == f"https://crawler.example.org/links/#/definitions/{did}"
     assert "note" not in document
 
 
