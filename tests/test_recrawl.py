@@ -185,3 +185,45 @@ def test_recrawl_of_an_empty_database_is_a_usage_error(tmp_path: Path) -> None:
     result = run_cli("recrawl", "--db", tmp_path / "none.db", "-n", cwd=tmp_path)
     assert result.returncode == 3
     assert "no such database" in result.stderr
+
+
+def test_recrawl_lays_config_files_environment_and_flags_over_the_previous_crawl(
+    site: ConditionalSite, any_db: str, tmp_path: Path
+) -> None:
+    """Precedence, lowest first: the previous crawl's settings < config files (crawler.toml
+    found in the working directory, or the files of ``-c``, lychee.toml with lychee's keys)
+    < CRAWLER_* < flags; the ignore files' patterns are added to the exclude list once."""
+    first = run_cli(
+        "crawl", site.url("/"), "--db", any_db, "-n", "--max-retries", "1", cwd=tmp_path
+    )
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "crawler.toml").write_text('exclude = ["/c1$"]\ntimeout_s = "7s"\n')
+    site.reset_counts()
+    second = run_cli("recrawl", "--db", any_db, "-n", "--timeout", "9", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    config = store_open.load_record(any_db).config
+    assert config["exclude"] == ["/c1$"]  # the file's
+    assert config["timeout_s"] == 9  # the flag wins over the file
+    assert config["max_retries"] == 1  # the previous crawl's, which nothing changed
+    assert site.conditional["/c1"] + site.full["/c1"] == 0  # excluded: never requested
+
+    (tmp_path / "lychee.toml").write_text("max_retries = 3\ntimeout = 5\n")
+    (tmp_path / ".crawlerignore").write_text("# not ours\n/a1$\n")
+    site.reset_counts()
+    for _ in range(2):
+        again = run_cli(
+            "recrawl",
+            "--db",
+            any_db,
+            "-n",
+            "-c",
+            str(tmp_path / "lychee.toml"),
+            cwd=tmp_path,
+            env={"CRAWLER_TIMEOUT_S": "4"},
+        )
+        assert again.returncode == 0, again.stderr
+    config = store_open.load_record(any_db).config
+    assert config["max_retries"] == 3  # lychee.toml's key, read with lychee's name
+    assert config["timeout_s"] == 4  # the environment wins over the file
+    assert config["exclude"] == ["/c1$", "/a1$"]  # the previous crawl's, plus the ignore file
+    assert site.conditional["/a1"] + site.full["/a1"] == 0

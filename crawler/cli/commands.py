@@ -91,13 +91,18 @@ def _crawl(args: argparse.Namespace, settings: CrawlSettings, run: RunOptions) -
 
 
 def _recrawl(args: argparse.Namespace, run: RunOptions) -> int:
-    """A new crawl with the stored crawl's seeds and settings, crawl flags laid over them."""
-    overrides = {
-        name: value
-        for name, value in options.flags_from_namespace(args).items()
-        if options.BY_FIELD[name].target == "crawl"
-    }
-    job = runner.start_recrawl(run.db, overrides, crawl_id=args.crawl_id, durability=run.durability)
+    """A new crawl with the stored crawl's seeds and settings, the crawl settings of the
+    config files, the environment and the flags laid over them (in that order)."""
+    overrides, ignored = options.recrawl_values(
+        options.flags_from_namespace(args), args.config, cwd=Path.cwd()
+    )
+    job = runner.start_recrawl(
+        run.db,
+        overrides,
+        crawl_id=args.crawl_id,
+        durability=run.durability,
+        add_exclude=ignored,
+    )
     return _run_and_report(run, job)
 
 

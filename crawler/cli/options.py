@@ -672,6 +672,28 @@ def resolve(
     ignore files add to ``exclude``; ``notes`` collects what the user should
     be told (lychee keys ignored).
     """
+    merged = given(flag_values, config_path, environ, cwd=cwd, notes=notes)
+    if cwd is not None:
+        ignored = configfiles.ignore_patterns(cwd)
+        if ignored:
+            merged["exclude"] = [*merged.get("exclude", []), *ignored]
+    run_fields = set(config.RunOptions.model_fields)
+    crawl_values = {k: v for k, v in merged.items() if k not in run_fields}
+    run_values = {k: v for k, v in merged.items() if k in run_fields}
+    return validate(config.CrawlSettings, crawl_values), validate(config.RunOptions, run_values)
+
+
+def given(
+    flag_values: Mapping[str, Any],
+    config_path: str | Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    cwd: Path | None = None,
+    notes: list[str] | None = None,
+) -> dict[str, Any]:
+    """The values the user gave, files < environment < flags, without the defaults
+    (``resolve`` lays them over the defaults, ``crawler recrawl`` over the previous
+    crawl's settings) and without the ignore files' patterns."""
     paths = [config_path] if isinstance(config_path, str) else list(config_path or [])
     loaded = configfiles.Loaded()
     for path in paths:
@@ -685,14 +707,25 @@ def resolve(
     merged: dict[str, Any] = dict(loaded.values)
     merged.update(load_environment(environ))
     merged.update(flag_values)
-    if cwd is not None:
-        ignored = configfiles.ignore_patterns(cwd)
-        if ignored:
-            merged["exclude"] = [*merged.get("exclude", []), *ignored]
+    return merged
+
+
+def recrawl_values(
+    flag_values: Mapping[str, Any],
+    config_path: str | Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    cwd: Path | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """What ``crawler recrawl`` lays over the previous crawl's settings: every crawl
+    setting given in a config file, the environment or a flag (the same precedence as
+    ``crawler crawl``, with the previous crawl's settings in place of the defaults);
+    and the ignore files' patterns, added to whichever ``exclude`` results."""
+    values = given(flag_values, config_path, environ, cwd=cwd)
     run_fields = set(config.RunOptions.model_fields)
-    crawl_values = {k: v for k, v in merged.items() if k not in run_fields}
-    run_values = {k: v for k, v in merged.items() if k in run_fields}
-    return validate(config.CrawlSettings, crawl_values), validate(config.RunOptions, run_values)
+    crawl_values = {k: v for k, v in values.items() if k not in run_fields}
+    ignored = configfiles.ignore_patterns(cwd) if cwd is not None else []
+    return crawl_values, ignored
 
 
 def validate(model: type[M], values: Mapping[str, Any]) -> M:

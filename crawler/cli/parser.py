@@ -136,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Pages that crawl stored an ETag or Last-Modified for are asked conditionally\n"
         "(If-None-Match, If-Modified-Since); a page answered 304 Not Modified is not\n"
         "downloaded: its links are the ones the previous crawl found. The report is the\n"
-        "one a full crawl would give. Crawl options given here override the stored ones.",
+        "one a full crawl would give. Settings, lowest first: the stored ones, then the\n"
+        "config files (as for crawl), then CRAWLER_* variables, then the options given here.",
         "  crawler recrawl --db site.db\n"
         "  crawler recrawl --db site.db --fail-on new -f markdown -o changes.md\n",
     )

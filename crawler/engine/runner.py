@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -262,8 +262,10 @@ def start_recrawl(
     *,
     crawl_id: int | None = None,
     durability: Durability = "normal",
+    add_exclude: Sequence[str] = (),
 ) -> CrawlJob:
-    """A re-crawl of ``crawl_id`` (else the latest): its seeds and settings, with ``overrides``."""
+    """A re-crawl of ``crawl_id`` (else the latest): its seeds and settings, with
+    ``overrides``, and the patterns of ``add_exclude`` its ``exclude`` lacks."""
     if (
         not store_open.is_postgres_url(db_path)
         and not Path(store_open.sqlite_path(db_path)).exists()
@@ -271,6 +273,9 @@ def start_recrawl(
         raise UsageError(f"{db_path}: no such database; start a crawl with `crawler crawl URL`")
     record = store_open.load_record(db_path, crawl_id)
     values = {**record.config, **(overrides or {})}
+    if add_exclude:
+        exclude = list(values.get("exclude") or [])
+        values["exclude"] = [*exclude, *(p for p in add_exclude if p not in exclude)]
     try:
         settings = CrawlSettings.model_validate(values)
     except ValueError as exc:

@@ -117,6 +117,13 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         dest="shutdown_timeout_s",
         help=f"on SIGTERM, how long in-flight requests may finish [{env['shutdown_timeout_s']}]",
     )
+    parser.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="the address users reach the service at, e.g. https://crawler.example.org "
+        "(a path prefix is kept): webhook bodies link to reports under it; unset, they "
+        f"carry relative paths [{env['public_url']}]",
+    )
     service_config.add_security_options(parser)
 
 

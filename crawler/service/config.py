@@ -11,6 +11,7 @@ import argparse
 import ipaddress
 import os
 import secrets
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -66,6 +67,7 @@ ENVIRONMENT = {
     "read_timeout_s": "CRAWLER_READ_TIMEOUT_S",
     "max_connections": "CRAWLER_MAX_CONNECTIONS",
     "memory_budget": "CRAWLER_MEMORY_BUDGET",
+    "public_url": "CRAWLER_PUBLIC_URL",
 }
 BOOLEANS = ("allow_private", "no_token", "public_reads")
 LISTS = ("allow_networks", "allowed_hosts", "local_roots")
@@ -109,6 +111,29 @@ class ServiceConfig(BaseModel):
     memory_budget: int | None = Field(
         default=None, description="bytes the running crawls share; None: budget.default_budget()"
     )
+    public_url: str | None = Field(
+        default=None,
+        description="the address users reach the service at (its proxy's, say): webhook "
+        "bodies link to reports under it; None: they link relative paths",
+    )
+
+    @pydantic.field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        """An http(s) URL with a host, maybe a path prefix; kept without its last slash."""
+        if value is None or not value.strip():
+            return None
+        text = value.strip()
+        try:
+            parsed = urllib.parse.urlsplit(text)
+            parsed.port  # noqa: B018 - raises ValueError on a bad port
+        except ValueError as exc:
+            raise ValueError(f"{text[:100]!r}: {exc}") from None
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"{text[:100]!r}: an http:// or https:// URL with a host")
+        if parsed.query or parsed.fragment or parsed.username or parsed.password:
+            raise ValueError(f"{text[:100]!r}: no query, fragment or credentials")
+        return text.rstrip("/")
 
     @pydantic.field_validator("memory_budget", mode="before")
     @classmethod

@@ -90,7 +90,7 @@ def definition_view(service: Service, definition: Definition) -> DefinitionView:
         last_finished_run=None if finished is None else finished.id,
         runs_url=f"{base}/runs",
         diff_url=f"{base}/diff",
-        dashboard_url=f"{base}/dashboard",
+        dashboard_url=f"/#/definitions/{definition.id}",  # the dashboard's view of it
     )
 
 

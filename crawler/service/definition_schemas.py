@@ -9,9 +9,16 @@ and an optional ``webhook``.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    model_validator,
+)
 
 from crawler import urls
 from crawler.errors import InvalidURLError
@@ -24,20 +31,27 @@ from crawler.service.schemas import (
     ReportBrokenLink,
     Seed,
     ServiceCrawlSettings,
+    is_refused_host,
 )
 
 MAX_KEEP_RUNS = 1000
 MIN_SECRET_CHARS = 16
 
 
-def _check_webhook_url(value: str) -> str:
-    """An http(s) URL (the private-address guard decides when it is called)."""
+def _check_webhook_url(value: str, info: ValidationInfo) -> str:
+    """An http(s) URL, refused at once when it names an address the crawls' guard
+    refuses (as a seed is); a name is checked by the guard each time it is called."""
     if not urls.is_http(value):
         raise ValueError(f"webhook {value[:200]!r}: not an http(s) URL")
     try:
-        urls.normalize(value)
+        key, _ = urls.normalize(value)
     except InvalidURLError as exc:
         raise ValueError(f"webhook {value[:200]!r}: {exc}") from exc
+    if is_refused_host(key, info.context or {}):
+        raise ValueError(
+            f"webhook {value[:200]!r}: private, loopback or link-local address "
+            "(allow it with --allow-network, or --allow-private)"
+        )
     return value
 
 
@@ -142,6 +156,36 @@ class DiffCounts(BaseModel):
     still_broken: int
     pages_added: int
     pages_removed: int
+
+
+class WebhookLink(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    status: int | None
+    error: str | None
+    sources: list[str] = Field(description="up to 5 pages linking to it")
+
+
+class WebhookBody(BaseModel):
+    """What a definition's webhook receives (``scheduler.webhook_body``), signed in the
+    ``X-Crawler-Signature`` header."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    event: Literal["run_finished"]
+    definition_id: int
+    crawl_id: int
+    previous_crawl_id: int
+    counts: DiffCounts
+    new_broken: list[WebhookLink] = Field(description="the first 100 new broken URLs")
+    new_broken_truncated: bool
+    report_url: str = Field(
+        description="absolute under the service's --public-url; a path when it has none"
+    )
+    diff_url: str
+    dashboard_url: str = Field(description="the definition's runs and last diff, in HTML")
+    note: str | None = Field(default=None, description="present when the URLs are paths")
 
 
 class DiffView(BaseModel):

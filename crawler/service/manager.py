@@ -17,9 +17,14 @@ Architecture:
 
 Runs of crawl definitions (``scheduler``) are crawls like any other, with
 their ``definition_id``: each starts as a re-crawl of its definition's
-latest finished run (``previous_run``), and when one finishes the
-``on_finished`` callbacks (the scheduler's: diff, webhook, retention) run in a
-task of their own.
+latest finished run (``previous_run``). When one finishes, its webhook
+delivery (``delivery_for``, the scheduler's: the diff, when it has new broken
+links) is recorded in the same transaction as its finished state
+(``ServiceStore.finish``), so a kill in between loses neither: the run stays
+recorded as running, resumes, finds its crawl done and records both. Then the
+``on_finished`` callbacks (the scheduler's: retention, the next run) run in a
+task of their own. ``PAUSE_BEFORE_FINISH_ENV`` holds a run in that window, for
+the fault test that kills the service there.
 
 Every crawl's task binds ``crawl_id`` to structlog's context, so each log
 line of that crawl (engine's included) carries it.
@@ -34,7 +39,7 @@ for them to leave before it removes the crawl's rows.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -51,7 +56,7 @@ from crawler.service.progress import ZERO_COUNTS, settled
 from crawler.service.runs import CrawlRun
 from crawler.service.schemas import Progress, WorkerView
 from crawler.store import crawl_stats, liveness
-from crawler.store.service import Entry, ServiceStore, open_service_store
+from crawler.store.service import Delivery, Entry, ServiceStore, open_service_store
 
 log = structlog.get_logger(__name__)
 
@@ -60,6 +65,10 @@ STOP_GRACE_S = 5.0  # beyond the engine's shutdown timeout, before a run is canc
 WORKERS_GONE_POLL_S = 0.2
 STATES = ("queued", "running", "paused", "cancelled", "finished", "failed", "deleting")
 ACTIVE_STATES = frozenset({"queued", "running", "paused"})  # a run that may still go on
+# Tests only: a file path; a run that finished writes it and waits there, before its
+# finish (and webhook delivery) is recorded, so a test can kill the service in that window.
+PAUSE_BEFORE_FINISH_ENV = "CRAWLER_TEST_PAUSE_BEFORE_FINISH"
+PAUSE_BEFORE_FINISH_S = 120.0
 
 
 class CrawlNotFoundError(LookupError):
@@ -102,6 +111,10 @@ class CrawlManager:
     memory: MemoryPlan | None = None
     _page_budget: ByteBudget | None = None
     on_finished: list[Callable[[Entry], Awaitable[None]]] = field(default_factory=list)
+    # The webhook delivery a finished run records with its end, and who sends it.
+    delivery_for: Callable[[Entry], Awaitable[Delivery | None]] | None = None
+    on_delivery: Callable[[Delivery], None] | None = None
+    on_deleted: list[Callable[[int], None]] = field(default_factory=list)
     _hooks: set[asyncio.Task[None]] = field(default_factory=set)
 
     # -- lifecycle -------------------------------------------------------------
@@ -267,6 +280,20 @@ class CrawlManager:
             return entry
         if entry.state not in ("paused", "failed"):
             raise ConflictError(f"crawl {crawl_id} is {entry.state}; only a paused or failed one")
+        if entry.definition_id is not None:  # never two runs of one definition at once
+            other = next(
+                (
+                    e
+                    for e in self.runs_of(entry.definition_id)
+                    if e.id != crawl_id and e.state in ACTIVE_STATES
+                ),
+                None,
+            )
+            if other is not None:
+                raise ConflictError(
+                    f"crawl {crawl_id}: run {other.id} of its definition "
+                    f"{entry.definition_id} is {other.state}"
+                )
         entry.queued_at = time.time()
         entry.error = None
         await self._set(entry, "queued")
@@ -319,6 +346,8 @@ class CrawlManager:
         await self.store.delete(entry.id)
         self._entries.pop(entry.id, None)
         self._settled.pop(entry.id, None)
+        for forget in self.on_deleted:
+            forget(entry.id)
         log.info("crawl_deleted", crawl_id=entry.id)
 
     async def _workers_gone(self, crawl_id: int) -> None:
@@ -388,6 +417,10 @@ class CrawlManager:
             del self._running[entry.id]
             self._settled.pop(entry.id, None)
         refused = await self._refused_seeds(entry) if finished else []
+        delivery = None
+        if finished and not refused and entry.state != "deleting":
+            delivery = await self._delivery(entry)
+            await _pause_before_finish(entry)
         if finished and entry.state != "deleting" and refused:
             # Not a clean crawl of nothing: the place it was asked to start was refused.
             entry.state = "failed"
@@ -411,9 +444,28 @@ class CrawlManager:
                 self._hooks.add(task)
                 task.add_done_callback(self._hooks.discard)
         if entry.state != "deleting":
-            with contextlib.suppress(Exception):
-                await self.store.update(entry)
+            await self._record_end(entry, delivery if entry.state == "finished" else None)
         self._kick()
+
+    async def _delivery(self, entry: Entry) -> Delivery | None:
+        """The finished run's webhook delivery, if it calls for one (not recorded yet)."""
+        if self.delivery_for is None:
+            return None
+        try:
+            return await self.delivery_for(entry)
+        except Exception:  # the diff could not be read: the run's end matters more
+            log.exception("webhook_delivery_not_built")
+            return None
+
+    async def _record_end(self, entry: Entry, delivery: Delivery | None) -> None:
+        """The run's final state, and its delivery in the same transaction."""
+        try:
+            recorded = await self.store.finish(entry, delivery)
+        except Exception:  # still recorded as running: resumed and recorded next start
+            log.exception("crawl_end_unrecorded", state=entry.state)
+            return
+        if recorded is not None and self.on_delivery is not None:
+            self.on_delivery(recorded)
 
     async def _refused_seeds(self, entry: Entry) -> list[tuple[str, str | None]]:
         """Seeds the private-address guard refused (read once, when the crawl ends)."""
@@ -439,3 +491,19 @@ class CrawlManager:
                     await running.run.sample()
                 except Exception as exc:  # a busy or vanished file: try again next time
                     log.debug("sample_failed", crawl_id=crawl_id, error=str(exc))
+
+
+async def _pause_before_finish(entry: Entry) -> None:
+    """Tests only (``PAUSE_BEFORE_FINISH_ENV``): hold the run where a kill would once
+    have lost its webhook; the test kills the service while it waits."""
+    path = os.environ.get(PAUSE_BEFORE_FINISH_ENV)
+    if not path:
+        return
+    await asyncio.to_thread(_write_text, path, str(entry.id))
+    log.warning("paused_before_finish", path=path)
+    await asyncio.sleep(PAUSE_BEFORE_FINISH_S)
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(text)

@@ -14,7 +14,9 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from crawler import __version__
+from crawler.service.definition_schemas import WebhookBody
 from crawler.service.routes import ROUTES, Route
+from crawler.service.webhooks import SIGNATURE_HEADER
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 Mode = Literal["validation", "serialization"]
@@ -37,6 +39,7 @@ def document() -> dict[str, Any]:
             ),
         },
         "paths": paths,
+        "webhooks": _webhooks(refs),
         "components": {
             "schemas": schemas,
             "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
@@ -52,6 +55,7 @@ def _schemas() -> tuple[dict[tuple[type[BaseModel], Mode], str], dict[str, Any]]
         for answer in route.documented_answers:
             if answer.model is not None:
                 wanted.add((answer.model, "serialization"))
+    wanted.add((WebhookBody, "serialization"))
     ordered = sorted(wanted, key=lambda item: (item[0].__name__, item[1]))
     mapping, definitions = models_json_schema(ordered, ref_template=REF_TEMPLATE)
     refs = {key: value["$ref"] for key, value in mapping.items()}
@@ -94,3 +98,38 @@ def _operation(route: Route, refs: dict[tuple[type[BaseModel], Mode], str]) -> d
             response["content"] = content
         operation["responses"][str(answer.status)] = response
     return operation
+
+
+def _webhooks(refs: dict[tuple[type[BaseModel], Mode], str]) -> dict[str, Any]:
+    """What the service sends a definition's webhook (README, "Webhooks")."""
+    return {
+        "run_finished": {
+            "post": {
+                "summary": "A run of a definition finished with new broken links",
+                "description": (
+                    "Sent to the definition's webhook URL; a 2xx answer delivers it, "
+                    "anything else is retried with backoff for at most an hour. Redirects "
+                    "are not followed; the target goes through the private-address guard."
+                ),
+                "parameters": [
+                    {
+                        "name": SIGNATURE_HEADER,
+                        "in": "header",
+                        "required": True,
+                        "description": "sha256=<hex HMAC-SHA256 of the raw body under the "
+                        "webhook's secret>",
+                        "schema": {"type": "string", "pattern": "^sha256=[0-9a-f]{64}$"},
+                    }
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {"$ref": refs[(WebhookBody, "serialization")]}
+                        }
+                    },
+                },
+                "responses": {"200": {"description": "delivered (any 2xx)"}},
+            }
+        }
+    }

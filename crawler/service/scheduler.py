@@ -12,13 +12,18 @@ webhook) is kept in the store with its schedule position ``next_run_at``.
   between loses that one run rather than starting two.
 - Each run is a crawl of the ``CrawlManager`` with the definition's id; the
   manager starts it as a re-crawl of the definition's latest finished run.
-- When a run finishes (``run_finished``, called by the manager): the diff
-  against the previous finished run, a webhook delivery when it has new
-  broken links, then retention: runs beyond the newest ``keep_runs`` that are
-  over (finished, failed, cancelled), except the one an active run re-crawls
-  from, are deleted one by one, each through the
-  store's delete (batches of rows, from the definition's SQLite file or from
-  PostgreSQL), so a running crawl is never held up for long.
+- When a run finishes, before its end is recorded (``delivery_for``, called
+  by the manager): the diff against the previous finished run and, when it
+  has new broken links and the definition a webhook, the delivery the
+  manager records in the same transaction as the run's end. Its body names
+  the report and the diff by absolute URL under the service's public address
+  (``--public-url``), or says they are relative when none is set.
+- Then (``run_finished``): retention. Runs beyond the newest ``keep_runs``
+  that are over (finished, failed, cancelled), except the one an active run
+  re-crawls from and those whose webhook delivery is still being tried, are
+  deleted one by one with their deliveries, each through the store's delete
+  (batches of rows, from the definition's SQLite file or from PostgreSQL),
+  so a running crawl is never held up for long.
 
 The clock is injected (``clock``: seconds since the epoch): tests move it
 and call ``tick`` themselves; the service's own loop calls ``tick`` every
@@ -41,7 +46,7 @@ from crawler.service import schedule
 from crawler.service.diffs import diff_of
 from crawler.service.manager import ACTIVE_STATES, CrawlManager, QueueFullError
 from crawler.service.webhooks import Clock, WebhookSender
-from crawler.store.service import Definition, Entry
+from crawler.store.service import Definition, Delivery, Entry
 
 log = structlog.get_logger(__name__)
 
@@ -50,6 +55,10 @@ DEFAULT_KEEP_RUNS = 10
 MAX_WEBHOOK_URLS = 100  # new broken URLs listed in a webhook body
 MAX_WEBHOOK_SOURCES = 5  # sources listed per new broken URL
 OVER_STATES = frozenset({"finished", "failed", "cancelled"})
+RELATIVE_URLS_NOTE = (
+    "report_url, diff_url and dashboard_url are relative to the service's address: its "
+    "operator set no public URL (crawler serve --public-url, CRAWLER_PUBLIC_URL)"
+)
 
 
 class DefinitionNotFoundError(LookupError):
@@ -63,6 +72,7 @@ class Scheduler:
     manager: CrawlManager
     webhooks: WebhookSender
     clock: Clock = time.time
+    public_url: str | None = None  # where users reach the service; webhooks link under it
     _definitions: dict[int, Definition] = field(default_factory=dict)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _task: asyncio.Task[None] | None = None
@@ -72,6 +82,9 @@ class Scheduler:
         for definition in await self.manager.store.definitions():
             self._definitions[definition.id] = definition
         self.manager.on_finished.append(self.run_finished)
+        self.manager.delivery_for = self.delivery_for
+        self.manager.on_delivery = self.webhooks.track
+        self.manager.on_deleted.append(self.webhooks.forget)
         await self.webhooks.open()
         self._task = asyncio.create_task(self._loop(), name="scheduler")
 
@@ -174,20 +187,27 @@ class Scheduler:
 
     # -- after a run -----------------------------------------------------------------
 
+    async def delivery_for(self, entry: Entry) -> Delivery | None:
+        """The webhook delivery of a finished run: when its definition has a webhook and
+        the diff against the previous finished run has new broken links."""
+        if entry.definition_id is None or entry.definition_id not in self._definitions:
+            return None
+        definition = self._definitions[entry.definition_id]
+        webhook = definition.spec.get("webhook")
+        previous = self.manager.previous_run(entry)
+        if not webhook or previous is None:
+            return None
+        diff = await diff_of(self.manager.store, previous.id, entry.id)
+        if diff is None or not diff.new_broken:
+            return None
+        body = webhook_body(definition.id, entry.id, diff, self.public_url)
+        return self.webhooks.new(definition.id, entry.id, webhook["url"], body)
+
     async def run_finished(self, entry: Entry) -> None:
-        """Diff, webhook, retention, and the next run if it is due (module docstring)."""
+        """Retention, and the next run if it is due (module docstring)."""
         if entry.definition_id is None or entry.definition_id not in self._definitions:
             return
-        definition = self._definitions[entry.definition_id]
-        previous = self.manager.previous_run(entry)
-        if previous is not None and definition.spec.get("webhook"):
-            diff = await diff_of(self.manager.store, previous.id, entry.id)
-            if diff is not None and diff.new_broken:
-                body = webhook_body(definition.id, entry.id, diff)
-                await self.webhooks.enqueue(
-                    definition.id, entry.id, definition.spec["webhook"]["url"], body
-                )
-        await self.retain(definition.id)
+        await self.retain(entry.definition_id)
         await self.tick()
 
     async def retain(self, definition_id: int) -> list[int]:
@@ -201,8 +221,13 @@ class Scheduler:
             active = self.active_run(definition_id)
             # The run an active run re-crawls from is read by it: kept until it is over.
             base = None if active is None else self.manager.previous_run(active)
+            # A run whose webhook is still being tried keeps it (and its report) until
+            # the delivery is over: a later retention retires it.
+            notifying = self.webhooks.pending_crawls()
             for run in self.manager.runs_of(definition_id)[keep:]:
                 if run.state not in OVER_STATES or (base is not None and run.id == base.id):
+                    continue
+                if run.id in notifying:
                     continue
                 await self.manager.delete(run.id)
                 deleted.append(run.id)
@@ -211,8 +236,12 @@ class Scheduler:
         return deleted
 
 
-def webhook_body(definition_id: int, crawl_id: int, diff: CrawlDiff) -> bytes:
-    """The JSON a webhook receives: the diff's counts and the first new broken URLs."""
+def webhook_body(
+    definition_id: int, crawl_id: int, diff: CrawlDiff, public_url: str | None = None
+) -> bytes:
+    """The JSON a webhook receives: the diff's counts and the first new broken URLs,
+    with the report and the diff as absolute URLs under ``public_url`` (else relative,
+    and ``note`` says so)."""
     new = [
         {
             "url": link.url,
@@ -222,7 +251,8 @@ def webhook_body(definition_id: int, crawl_id: int, diff: CrawlDiff) -> bytes:
         }
         for link in diff.new_broken[:MAX_WEBHOOK_URLS]
     ]
-    document = {
+    base = public_url or ""
+    document: dict[str, Any] = {
         "event": "run_finished",
         "definition_id": definition_id,
         "crawl_id": crawl_id,
@@ -230,7 +260,10 @@ def webhook_body(definition_id: int, crawl_id: int, diff: CrawlDiff) -> bytes:
         "counts": diff.counts(),
         "new_broken": new,
         "new_broken_truncated": len(diff.new_broken) > MAX_WEBHOOK_URLS,
-        "report_url": f"/crawls/{crawl_id}/report",
-        "diff_url": f"/definitions/{definition_id}/diff?from={diff.from_crawl}&to={crawl_id}",
+        "report_url": f"{base}/crawls/{crawl_id}/report",
+        "diff_url": f"{base}/definitions/{definition_id}/diff?from={diff.from_crawl}&to={crawl_id}",
+        "dashboard_url": f"{base}/#/definitions/{definition_id}",
     }
+    if not public_url:
+        document["note"] = RELATIVE_URLS_NOTE
     return json.dumps(document, sort_keys=True).encode("utf-8")

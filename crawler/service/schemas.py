@@ -50,14 +50,21 @@ def _check_seed(value: str, info: ValidationInfo) -> str:
         (key,) = runner.normalize_seeds([value])
     except UsageError as exc:
         raise ValueError(str(exc)) from exc
-    allow_private = bool(context.get("allow_private", False))
-    allowed = parse_networks(list(context.get("allow_networks", [])))
-    if not allow_private and is_private_host(_hostname(urls.host_of(key)), allowed):
+    if is_refused_host(key, context):
         raise ValueError(
             f"seed {value!r}: private, loopback or link-local address "
             "(allow it with --allow-network, or --allow-private)"
         )
     return value
+
+
+def is_refused_host(key: str, context: dict[str, Any]) -> bool:
+    """Is the normalized URL's host an address (or ``localhost``) the service's guard
+    refuses, with the operator's ``--allow-private`` and ``--allow-network`` in
+    ``context``? Names resolving to one are refused when resolved."""
+    allow_private = bool(context.get("allow_private", False))
+    allowed = parse_networks(list(context.get("allow_networks", [])))
+    return not allow_private and is_private_host(_hostname(urls.host_of(key)), allowed)
 
 
 def _local_seed(value: str, roots: list[Path]) -> str:

@@ -44,7 +44,7 @@ class Service:
             allow_private=config.allow_private,
             allow_networks=list(config.allow_networks),
         )
-        scheduler = Scheduler(manager, webhooks)
+        scheduler = Scheduler(manager, webhooks, public_url=config.public_url)
         webhooks.secret_of = scheduler.secret_of
         return cls(config, metrics, manager, scheduler)
 

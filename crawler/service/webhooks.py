@@ -1,9 +1,14 @@
 """Webhook deliveries: signed, retried with backoff for a bounded time, persisted.
 
 When a run of a definition finishes with new broken links, the scheduler
-hands ``WebhookSender.enqueue`` the body; from then on the delivery is a row
-of the store (``Delivery``: pending, delivered or failed, attempts, last
-status or error), so a restarted service resumes the pending ones.
+builds the delivery (``WebhookSender.new``) and the manager records it in the
+transaction that records the run finished (``ServiceStore.finish``), then
+hands it to ``track``: a kill between a run's end and its notification cannot
+lose the one nor send the other twice (the run resumes, finds its crawl done
+and records both). From then on the delivery is a row of the store
+(``Delivery``: pending, delivered or failed, attempts, last status or error),
+so a restarted service resumes the pending ones. A delivery is deleted with
+its run (``forget``); retention keeps a run while its delivery is pending.
 
 - The body is JSON, sent as the exact bytes stored; the header
   ``X-Crawler-Signature: sha256=<hex>`` is the HMAC-SHA256 of those bytes
@@ -96,15 +101,33 @@ class WebhookSender:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    async def enqueue(self, definition_id: int, crawl_id: int, url: str, body: bytes) -> Delivery:
+    def new(self, definition_id: int, crawl_id: int, url: str, body: bytes) -> Delivery:
+        """A pending delivery, due now, not recorded yet (its id is 0)."""
         now = self.clock()
+        return Delivery(0, definition_id, crawl_id, url, body, "pending", 0, now, now)
+
+    async def enqueue(self, definition_id: int, crawl_id: int, url: str, body: bytes) -> Delivery:
+        """Record a new delivery on its own and send it."""
         delivery = await self.store_of().insert_delivery(
-            Delivery(0, definition_id, crawl_id, url, body, "pending", 0, now, now)
+            self.new(definition_id, crawl_id, url, body)
         )
-        self._pending[delivery.id] = delivery
-        log.info("webhook_queued", delivery_id=delivery.id, definition_id=definition_id)
-        self._wake.set()
+        self.track(delivery)
         return delivery
+
+    def track(self, delivery: Delivery) -> None:
+        """Send a delivery the store has recorded."""
+        self._pending[delivery.id] = delivery
+        log.info("webhook_queued", delivery_id=delivery.id, definition_id=delivery.definition_id)
+        self._wake.set()
+
+    def forget(self, crawl_id: int) -> None:
+        """The run was deleted, its deliveries with it: stop sending them."""
+        for delivery in [d for d in self._pending.values() if d.crawl_id == crawl_id]:
+            del self._pending[delivery.id]
+
+    def pending_crawls(self) -> set[int]:
+        """The runs whose delivery is still being tried."""
+        return {d.crawl_id for d in self._pending.values()}
 
     def poke(self) -> None:
         """Look at the pending deliveries now (after the clock moved, say)."""
@@ -123,6 +146,8 @@ class WebhookSender:
         """One attempt at each delivery that is due."""
         due = [d for d in self._pending.values() if d.next_attempt_at <= self.clock()]
         for delivery in sorted(due, key=lambda d: d.id):
+            if delivery.id not in self._pending:  # forgotten meanwhile (its run deleted)
+                continue
             try:
                 await self._attempt(delivery)
             except Exception:  # the store failed: try again on the next round

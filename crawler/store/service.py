@@ -15,9 +15,10 @@ to a database, so the same manager runs on either backend:
 A store answers three groups of questions:
 
 - the index: ``entries``, ``insert``, ``update`` (state, queue order, times),
-  ``mark_seeded`` (remote workers may join), ``delete`` (the entry and the
-  crawl's data, in bounded batches on PostgreSQL so a running crawl is never
-  held up), ``ping``;
+  ``finish`` (a run's end and its webhook delivery in one transaction, so a
+  kill never records one without the other), ``mark_seeded`` (remote workers
+  may join), ``delete`` (the entry, its deliveries and the crawl's data, in
+  bounded batches so a running crawl is never held up), ``ping``;
 - crawl definitions (recurring crawls) and their webhook deliveries:
   ``definitions``, ``insert_definition``, ``update_definition``,
   ``delete_definition``; ``deliveries``, ``insert_delivery``,
@@ -178,12 +179,17 @@ class ServiceStore(Protocol):
         """Record the entry's state, queue order, times and error."""
         ...
 
+    async def finish(self, entry: Entry, delivery: Delivery | None) -> Delivery | None:
+        """Record the entry (as ``update``) and insert the delivery (its ``id`` is
+        ignored) in one transaction; the delivery with its id."""
+        ...
+
     async def mark_seeded(self, crawl_id: int, now: float) -> None:
         """The crawl's frontier holds its seeds: other processes may join it."""
         ...
 
     async def delete(self, crawl_id: int) -> None:
-        """Remove the crawl's data and its entry (its workers have left)."""
+        """Remove the crawl's data, its entry and its deliveries (its workers have left)."""
         ...
 
     async def ping(self) -> None:

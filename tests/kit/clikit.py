@@ -22,13 +22,17 @@ def cli(*args: str | Path) -> list[str]:
 
 
 def run_cli(
-    *args: str | Path, cwd: Path, timeout: float = RUN_TIMEOUT_S
+    *args: str | Path,
+    cwd: Path,
+    timeout: float = RUN_TIMEOUT_S,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``crawler ARGS`` to its end (bounded), capturing its output."""
+    """Run ``crawler ARGS`` to its end (bounded), capturing its output; ``env`` adds
+    variables to a clean environment."""
     return subprocess.run(
         cli(*args),
         cwd=cwd,
-        env=clean_env(),
+        env={**clean_env(), **(env or {})},
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

@@ -4,12 +4,15 @@ pending webhook deliveries: the restarted one starts no extra run and delivers t
 from __future__ import annotations
 
 import http.server
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from crawler.service.manager import PAUSE_BEFORE_FINISH_ENV
 
 from kit import pgkit
 from kit.serve_site import ThreadedSite
@@ -129,6 +132,60 @@ def test_definitions_schedules_and_pending_webhooks_survive_sigkill(
         assert delivered[0]["attempts"] == 2
         assert len(handler.bodies) == 2
         assert handler.bodies[0] == handler.bodies[1]  # the same bytes, the same signature
+
+
+def test_a_kill_between_a_runs_end_and_its_webhook_delivers_it_once_after_restart(
+    tmp_path: Path, hook: tuple[type[_Hook], str], env: dict[str, str]
+) -> None:
+    """The second run's crawl is done and its diff has a new broken link; the service is
+    killed before the run's end (and its delivery, in the same transaction) is recorded.
+    The restarted service resumes the run, finds it done and delivers the webhook once."""
+    handler, hook_url = hook
+    handler.statuses[0] = 200
+    data = tmp_path / "data"
+    paused = tmp_path / "paused"
+    with ThreadedSite(small_site()) as site:
+        body: dict[str, Any] = {
+            "seeds": [site.url("/")],
+            "settings": {"max_retries": 0},
+            "schedule": {"every": "1h"},
+            "webhook": {"url": hook_url, "secret": SECRET},
+        }
+        with ServiceProcess(data, ARGS, env=env) as first:
+            created = first.request("POST", "/definitions", body)
+            assert created.status == 201, created.body
+            did, run1 = created.json()["id"], created.json()["active_run"]
+            wait_until_sync(lambda: _finished(first, did, run1), 30, 0.05, "first run")
+        site.server.site["/a"] = Page(links=["/b", "/new-missing", "/old"])
+        pausing = {**env, PAUSE_BEFORE_FINISH_ENV: str(paused)}
+        with ServiceProcess(data, ARGS, env=pausing) as second:
+            # A new schedule starts again from now: the second run starts at once.
+            replaced = second.request(
+                "PUT", f"/definitions/{did}", {**body, "schedule": {"every": "2h"}}
+            )
+            assert replaced.status == 200, replaced.body
+            run2 = replaced.json()["active_run"]
+            wait_until_sync(paused.exists, 30, 0.05, "the second run paused before its end")
+            lines = second.log_lines()
+            second.kill()
+        assert paused.read_text() == str(run2)
+        assert any(e["event"] == "engine_stopped" and e.get("finished") for e in lines)
+        assert handler.bodies == []
+        with ServiceProcess(data, ARGS, env=env) as third:
+            wait_until_sync(lambda: _finished(third, did, run2), 30, 0.05, "second run resumed")
+            wait_until_sync(
+                lambda: [d["state"] for d in _deliveries(third, did)] == ["delivered"],
+                DELIVERY_BOUND_S,
+                0.1,
+                "the webhook was delivered",
+            )
+            runs = third.get(f"/definitions/{did}/runs").json()["runs"]
+            resumed = [e for e in third.log_lines() if e["event"] == "crawls_resuming"]
+        assert [r["id"] for r in runs] == [run2, run1]
+        assert resumed
+        assert run2 in resumed[0]["crawl_ids"]
+        assert len(handler.bodies) == 1
+        assert json.loads(handler.bodies[0])["crawl_id"] == run2
 
 
 CHAIN = 20

@@ -29,6 +29,14 @@ def test_the_document_is_valid_openapi_3_1(document: dict[str, Any]) -> None:
     validate_spec(document)
 
 
+def test_the_webhook_and_its_signature_header_are_documented(document: dict[str, Any]) -> None:
+    post = document["webhooks"]["run_finished"]["post"]
+    assert [p["name"] for p in post["parameters"]] == ["X-Crawler-Signature"]
+    ref = post["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    body = document["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert {"report_url", "diff_url", "new_broken", "counts"} <= set(body["properties"])
+
+
 def test_every_route_of_the_app_is_documented_and_no_other(
     document: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -247,30 +247,10 @@ class PostgresServiceStore:
         ]
 
     async def insert_delivery(self, delivery: Delivery) -> Delivery:
-        d = delivery
-
         async def body(conn: Any) -> int:
-            return int(
-                await conn.fetchval(
-                    "INSERT INTO service_delivery (definition_id, crawl_id, url, body, state, "
-                    "attempts, created_at, next_attempt_at, last_status, last_error, "
-                    "finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
-                    "RETURNING id",
-                    d.definition_id,
-                    d.crawl_id,
-                    d.url,
-                    d.body,
-                    d.state,
-                    d.attempts,
-                    d.created_at,
-                    d.next_attempt_at,
-                    d.last_status,
-                    d.last_error,
-                    d.finished_at,
-                )
-            )
+            return await _insert_delivery(conn, delivery)
 
-        return dataclasses.replace(d, id=await self._tx(body))
+        return dataclasses.replace(delivery, id=await self._tx(body))
 
     async def update_delivery(self, delivery: Delivery) -> None:
         d = delivery
@@ -294,23 +274,22 @@ class PostgresServiceStore:
         await self._tx(body)
 
     async def update(self, entry: Entry) -> None:
-        values = (
-            entry.state,
-            entry.queued_at,
-            entry.started_at,
-            entry.finished_at,
-            entry.error,
-            entry.id,
-        )
-
         async def body(conn: Any) -> None:
-            await conn.execute(
-                "UPDATE service_crawl SET state = $1, queued_at = $2, started_at = $3, "
-                "finished_at = $4, error = $5 WHERE id = $6",
-                *values,
-            )
+            await _update_entry(conn, entry)
 
         await self._tx(body)
+
+    async def finish(self, entry: Entry, delivery: Delivery | None) -> Delivery | None:
+        """The entry's new state and the run's delivery, in one transaction."""
+
+        async def body(conn: Any) -> int | None:
+            await _update_entry(conn, entry)
+            return None if delivery is None else await _insert_delivery(conn, delivery)
+
+        delivery_id = await self._tx(body)
+        if delivery is None or delivery_id is None:
+            return None
+        return dataclasses.replace(delivery, id=delivery_id)
 
     async def mark_seeded(self, crawl_id: int, now: float) -> None:
         """Workers may join: the frontier holds the seeds and the sitemap pages."""
@@ -333,6 +312,7 @@ class PostgresServiceStore:
 
         async def body(conn: Any) -> None:
             await _delete_crawl_rows(conn, crawl_id)
+            await conn.execute("DELETE FROM service_delivery WHERE crawl_id = $1", crawl_id)
             await conn.execute("DELETE FROM service_crawl WHERE id = $1", crawl_id)
 
         await self._tx(body)
@@ -506,6 +486,42 @@ async def _dead_leases(conn: Any, crawl_id: int) -> int:
         liveness.dead_workers(workers, time.time(), 2 * float(ttl))
     )
     return sum(int(count) for owner, count in held if owner not in live)
+
+
+async def _update_entry(conn: Any, entry: Entry) -> None:
+    await conn.execute(
+        "UPDATE service_crawl SET state = $1, queued_at = $2, started_at = $3, "
+        "finished_at = $4, error = $5 WHERE id = $6",
+        entry.state,
+        entry.queued_at,
+        entry.started_at,
+        entry.finished_at,
+        entry.error,
+        entry.id,
+    )
+
+
+async def _insert_delivery(conn: Any, delivery: Delivery) -> int:
+    d = delivery
+    return int(
+        await conn.fetchval(
+            "INSERT INTO service_delivery (definition_id, crawl_id, url, body, state, "
+            "attempts, created_at, next_attempt_at, last_status, last_error, "
+            "finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
+            "RETURNING id",
+            d.definition_id,
+            d.crawl_id,
+            d.url,
+            d.body,
+            d.state,
+            d.attempts,
+            d.created_at,
+            d.next_attempt_at,
+            d.last_status,
+            d.last_error,
+            d.finished_at,
+        )
+    )
 
 
 async def _delete_crawl_rows(conn: Any, crawl_id: int) -> None:

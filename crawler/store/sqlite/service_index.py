@@ -15,7 +15,10 @@ one snapshot. The index holds what a crawl database cannot say:
 - seeds and settings of crawls not started yet (their file does not exist);
 - crawl definitions (recurring crawls) with their schedule position, the
   definition each run belongs to, and webhook deliveries (schema version 2;
-  a version 1 index gains them when opened).
+  a version 1 index gains them when opened). A run's delivery is recorded in
+  the transaction that records the run finished (``finish``) and deleted with
+  the run (``delete``); version 3 indexes deliveries by crawl and drops those
+  an older version left behind its deleted runs.
 
 Deleting a one-off crawl unlinks its file: its space goes back to the file
 system at once. Deleting a definition's run removes its rows from the shared
@@ -54,7 +57,7 @@ from crawler.store.sqlite.db import atomic
 from crawler.store.sqlite.frontier import Frontier
 
 APPLICATION_ID = 0x43524C53  # "CRLS": a crawler service index
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 T = TypeVar("T")
 
 _SCHEMA = """
@@ -96,6 +99,11 @@ CREATE TABLE IF NOT EXISTS service_delivery (
     finished_at     REAL
 )
 """,
+    "CREATE INDEX IF NOT EXISTS service_delivery_crawl ON service_delivery (crawl_id)",
+)
+# Version 3: deliveries go with their run; drop those older versions kept behind.
+_ORPHAN_DELIVERIES = (
+    "DELETE FROM service_delivery WHERE crawl_id NOT IN (SELECT id FROM service_crawl)"
 )
 _COLUMNS = (
     "id, state, seeds, settings, created_at, queued_at, started_at, finished_at, error, "
@@ -118,6 +126,7 @@ class Index:
         self._conn.execute("PRAGMA journal_mode = WAL")
         self._conn.execute("PRAGMA synchronous = NORMAL")
         with atomic(self._conn):
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             self._conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             self._conn.execute(_SCHEMA)
             columns = {row[1] for row in self._conn.execute("PRAGMA table_info(service_crawl)")}
@@ -125,6 +134,8 @@ class Index:
                 self._conn.execute("ALTER TABLE service_crawl ADD COLUMN definition_id INTEGER")
             for statement in _SCHEMA_2:
                 self._conn.execute(statement)
+            if version < SCHEMA_VERSION:
+                self._conn.execute(_ORPHAN_DELIVERIES)
             self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def entries(self) -> list[Entry]:
@@ -195,26 +206,29 @@ class Index:
         return [_delivery(row) for row in rows]
 
     def insert_delivery(self, delivery: Delivery) -> Delivery:
-        d = delivery
         with atomic(self._conn):
-            cur = self._conn.execute(
-                "INSERT INTO service_delivery (definition_id, crawl_id, url, body, state, "
-                "attempts, created_at, next_attempt_at, last_status, last_error, finished_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    d.definition_id,
-                    d.crawl_id,
-                    d.url,
-                    d.body,
-                    d.state,
-                    d.attempts,
-                    d.created_at,
-                    d.next_attempt_at,
-                    d.last_status,
-                    d.last_error,
-                    d.finished_at,
-                ),
-            )
+            return self._insert_delivery(delivery)
+
+    def _insert_delivery(self, delivery: Delivery) -> Delivery:
+        d = delivery
+        cur = self._conn.execute(
+            "INSERT INTO service_delivery (definition_id, crawl_id, url, body, state, "
+            "attempts, created_at, next_attempt_at, last_status, last_error, finished_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                d.definition_id,
+                d.crawl_id,
+                d.url,
+                d.body,
+                d.state,
+                d.attempts,
+                d.created_at,
+                d.next_attempt_at,
+                d.last_status,
+                d.last_error,
+                d.finished_at,
+            ),
+        )
         assert cur.lastrowid is not None
         return dataclasses.replace(d, id=cur.lastrowid)
 
@@ -237,21 +251,31 @@ class Index:
 
     def update(self, entry: Entry) -> None:
         with atomic(self._conn):
-            self._conn.execute(
-                "UPDATE service_crawl SET state = ?, queued_at = ?, started_at = ?, "
-                "finished_at = ?, error = ? WHERE id = ?",
-                (
-                    entry.state,
-                    entry.queued_at,
-                    entry.started_at,
-                    entry.finished_at,
-                    entry.error,
-                    entry.id,
-                ),
-            )
+            self._update(entry)
+
+    def finish(self, entry: Entry, delivery: Delivery | None) -> Delivery | None:
+        """The entry's new state and the run's delivery, in one transaction."""
+        with atomic(self._conn):
+            self._update(entry)
+            return None if delivery is None else self._insert_delivery(delivery)
+
+    def _update(self, entry: Entry) -> None:
+        self._conn.execute(
+            "UPDATE service_crawl SET state = ?, queued_at = ?, started_at = ?, "
+            "finished_at = ?, error = ? WHERE id = ?",
+            (
+                entry.state,
+                entry.queued_at,
+                entry.started_at,
+                entry.finished_at,
+                entry.error,
+                entry.id,
+            ),
+        )
 
     def delete(self, crawl_id: int) -> None:
         with atomic(self._conn):
+            self._conn.execute("DELETE FROM service_delivery WHERE crawl_id = ?", (crawl_id,))
             self._conn.execute("DELETE FROM service_crawl WHERE id = ?", (crawl_id,))
 
     def ping(self) -> None:
@@ -317,6 +341,10 @@ class AsyncIndex:
     async def update(self, entry: Entry) -> None:
         snapshot = dataclasses.replace(entry)  # the caller may change it meanwhile
         await self._run(lambda: self._index.update(snapshot))
+
+    async def finish(self, entry: Entry, delivery: Delivery | None) -> Delivery | None:
+        snapshot = dataclasses.replace(entry)
+        return await self._run(lambda: self._index.finish(snapshot, delivery))
 
     async def delete(self, crawl_id: int) -> None:
         await self._run(lambda: self._index.delete(crawl_id))
@@ -416,6 +444,9 @@ class SqliteServiceStore:
 
     async def update(self, entry: Entry) -> None:
         await self._index.update(entry)
+
+    async def finish(self, entry: Entry, delivery: Delivery | None) -> Delivery | None:
+        return await self._index.finish(entry, delivery)
 
     async def mark_seeded(self, crawl_id: int, now: float) -> None:
         """Nothing to record: no other process joins a per-crawl file."""
