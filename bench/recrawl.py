@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="run the re-crawl under py-spy (folded stacks in the run folder; times then include it)",
+        help="run the re-crawl under py-spy (folded stacks in the run folder; times include it)",
     )
     args = parser.parse_args(argv)
     measure.install_signal_exit()
