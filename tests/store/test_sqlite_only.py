@@ -281,6 +281,23 @@ def test_completions_merge_once_the_batch_is_full(
     assert links.fresh_rows(conn) < 4
 
 
+def test_counting_the_appended_links_seeks_and_never_scans(conn: sqlite3.Connection) -> None:
+    """``fresh_rows`` runs after every commit: a scan of link_fresh there grew with the table."""
+    f = new_frontier(conn)
+    assert links.fresh_rows(conn) == 0  # empty
+    f.enqueue([disc(u(""))], T0)
+    asyncio.run(drain(_Async(f), Plan(children={u(""): [disc(u(f"p{i}")) for i in range(5)]})))
+    assert links.fresh_rows(conn) == conn.execute("SELECT count(*) FROM link_fresh").fetchone()[0]
+    assert links.fresh_rows(conn) > 0
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    links.fresh_rows(conn)
+    conn.set_trace_callback(None)
+    (query,) = statements
+    plan = " ".join(str(step[3]) for step in conn.execute("EXPLAIN QUERY PLAN " + query))
+    assert "SCAN link_fresh" not in plan
+
+
 class _Async:
     """The synchronous ``Frontier`` behind the awaitable calls ``drain`` makes."""
 
