@@ -187,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
         help="a PostgreSQL URL of an empty database (default: a SQLite file in the run folder)",
     )
     parser.add_argument("--check", action="store_true")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run the re-crawl under py-spy (folded stacks in the run folder; times include it)",
+    )
     args = parser.parse_args(argv)
     measure.install_signal_exit()
 
@@ -228,8 +233,11 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(1.1)  # mtimes: a changed page must not keep its old second
         planted = plant_changes(work / "site", truth, args.pages, args.seed)
         cpu_before = children_cpu_s()
+        spy = [str(VENV_BIN / "py-spy"), "record", "--subprocesses", "--format", "raw"]
+        spy += ["-o", str(run_dir / "recrawl.folded"), "--"]
         second = crawl(
             [
+                *(spy if args.profile else []),
                 crawler,
                 "recrawl",
                 "--db",

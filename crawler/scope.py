@@ -8,6 +8,7 @@ another). Pure: values in, a ``Discovered`` out.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 PAGE_ELEMENTS = frozenset({"a", "area", "iframe", "frame", "meta", "seed", "sitemap", "stylesheet"})
 MEMO_SIZE = 5_000
 # A re-crawl classifies every recorded link of every unchanged page again: most
-# are to pages many pages link to, so these are memoized (emptied when full).
+# are to pages many pages link to, so these are memoized, least recently used
+# first out (emptied when full, the memo classified about twice as many links).
 RECORDED_MEMO_SIZE = 20_000
 # Elements whose fragment names an anchor in the target document.
 ANCHOR_ELEMENTS = frozenset({"a", "area", "iframe", "frame", "seed"})
@@ -53,8 +55,8 @@ class Scope:
     _memo: dict[tuple[str, ...], Discovered] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
-    _recorded: dict[tuple[str, ...], Discovered] = field(
-        default_factory=dict, compare=False, hash=False, repr=False
+    _recorded: OrderedDict[tuple[str, ...], Discovered] = field(
+        default_factory=OrderedDict, compare=False, hash=False, repr=False
     )
 
     @classmethod
@@ -170,8 +172,10 @@ class Scope:
         if found is None:
             found = self._classify_recorded(url, fragment, element=element, depth=depth)
             if len(self._recorded) >= RECORDED_MEMO_SIZE:
-                self._recorded.clear()
+                self._recorded.popitem(last=False)
             self._recorded[key] = found
+        else:
+            self._recorded.move_to_end(key)
         return found
 
     def _classify_recorded(

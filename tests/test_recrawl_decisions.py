@@ -8,7 +8,10 @@ links; with ``--include-fragments`` the recorded anchors stand in for the body.
 
 from __future__ import annotations
 
+import pytest
+
 from crawler import recrawl
+from crawler import scope as scope_module
 from crawler.config import CrawlSettings
 from crawler.extract import extract_links
 from crawler.fetch_types import Fetched
@@ -47,9 +50,7 @@ def recorded(children: list[PreviousLink]) -> tuple[PreviousLink, ...]:
     return tuple(sorted(children, key=lambda link: link[:3]))
 
 
-def parse(
-    settings: CrawlSettings, depth: int
-) -> tuple[Scope, list[PreviousLink], set[Discovered]]:
+def parse(settings: CrawlSettings, depth: int) -> tuple[Scope, list[PreviousLink], set[Discovered]]:
     scope = Scope.build(settings, [SEED])
     fetched = Fetched("GET", status=200, content_type="text/html", body=BODY, size=len(BODY))
     full = build_outcome(row(depth), fetched, scope, Policy.from_settings(settings), 0.0)
@@ -97,3 +98,28 @@ def test_only_a_304_answer_counts_as_unchanged() -> None:
     failed = Fetched("GET", status=304)
     failed.failure = "timeout"  # type: ignore[assignment]
     assert not recrawl.is_not_modified(failed)
+
+
+def test_the_recorded_links_memo_keeps_the_links_every_page_repeats(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Bounded, least recently used out: a link every page repeats stays classified once."""
+    monkeypatch.setattr(scope_module, "RECORDED_MEMO_SIZE", 3)
+    settings = CrawlSettings(exclude=["/skip/"])
+    scope, links, parsed = parse(settings, 0)
+    policy = Policy.from_settings(settings)
+    answer = Fetched("GET", status=304, etag='"e"')
+    nav = ("http://site.test/nav", "a", "", 1, 1)
+    for round_ in range(3):  # each page: the navigation link, then links of its own
+        own = [(f"http://site.test/p{round_}-{i}", "a", "", 2, i) for i in range(2)]
+        page = previous(recorded([nav, *own]))
+        outcome = recrawl.not_modified(row(), page, answer, scope, policy)
+        fresh = Scope.build(settings, [SEED])  # nothing memoized: the same answers
+        assert outcome.children == recrawl.not_modified(row(), page, answer, fresh, policy).children
+        assert all(type(child) is Discovered for child in outcome.children)
+        assert [c.line for c in outcome.children] == [link[3] for link in page.links]
+    memo = scope._recorded  # the memo is what this test is about
+    assert len(memo) == 3
+    assert ("http://site.test/nav", "", "a", "1") in memo
+    page = previous(recorded(links))
+    assert set(recrawl.not_modified(row(), page, answer, scope, policy).children) == parsed

@@ -19,7 +19,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from crawler.models import PreviousLink, PreviousPage
-from crawler.store.sqlite.positions import unpacked
 
 CHUNK = 400  # bound parameters per IN (...)
 
@@ -30,14 +29,17 @@ JOIN page_validator v ON v.url_id = u.id
 JOIN result r         ON r.url_id = u.id
 WHERE u.crawl_id = ? AND r.class = 'ok' AND u.url IN ({marks})
 """
-_LINKS = """
-SELECT l.source_id, t.url, l.element, l.fragment, l.at
+# Positions are decoded here, as the views do (migration 0015), not per link in Python.
+_POSITION = """CASE WHEN l.at >= 0 THEN l.at >> 10 ELSE (-l.at) >> 32 END,
+       CASE WHEN l.at >= 0 THEN l.at & 1023 ELSE (-l.at) & 4294967295 END"""
+_LINKS = f"""
+SELECT l.source_id, t.url, l.element, l.fragment, {_POSITION}
 FROM link_open l JOIN url t ON t.id = l.target_id
-WHERE l.source_id IN ({marks}) AND l.element <> 'redirect'
+WHERE l.source_id IN ({{marks}}) AND l.element <> 'redirect'
 UNION ALL
-SELECT l.source_id, t.url, l.element, l.fragment, l.at
+SELECT l.source_id, t.url, l.element, l.fragment, {_POSITION}
 FROM link_settled l JOIN url t ON t.id = l.target_id
-WHERE l.source_id IN ({marks})
+WHERE l.source_id IN ({{marks}})
 """
 _ANCHORS = "SELECT url_id, name FROM anchor WHERE url_id IN ({marks})"
 
@@ -80,10 +82,8 @@ def _chunk(
     ids = [row[1] for row in rows]
     id_marks = ",".join("?" * len(ids))
     links: defaultdict[int, list[PreviousLink]] = defaultdict(list)
-    for source_id, target, element, fragment, at in conn.execute(
-        _LINKS.format(marks=id_marks), (*ids, *ids)
-    ):
-        links[source_id].append((target, element, fragment, *unpacked(at)))
+    for row in conn.execute(_LINKS.format(marks=id_marks), (*ids, *ids)):
+        links[row[0]].append(row[1:])
     anchors: defaultdict[int, set[str]] = defaultdict(set)
     for url_id, name in conn.execute(_ANCHORS.format(marks=id_marks), ids):
         anchors[url_id].add(name)
