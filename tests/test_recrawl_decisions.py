@@ -47,9 +47,7 @@ def recorded(children: list[PreviousLink]) -> tuple[PreviousLink, ...]:
     return tuple(sorted(children, key=lambda link: link[:3]))
 
 
-def parse(
-    settings: CrawlSettings, depth: int
-) -> tuple[Scope, list[PreviousLink], set[Discovered]]:
+def parse(settings: CrawlSettings, depth: int) -> tuple[Scope, list[PreviousLink], set[Discovered]]:
     scope = Scope.build(settings, [SEED])
     fetched = Fetched("GET", status=200, content_type="text/html", body=BODY, size=len(BODY))
     full = build_outcome(row(depth), fetched, scope, Policy.from_settings(settings), 0.0)

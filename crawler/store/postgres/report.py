@@ -80,6 +80,8 @@ UNION ALL
 SELECT url, status, error, source, {at} FROM broken_fragments WHERE crawl_id = $1
 """
 
+# Each broken link's URL is looked up by key (LATERAL, LIMIT: not flattened), never
+# a scan of url joined to the view, whatever the planner makes of its estimates.
 _EDGES = """
 SELECT bl.url, bl.status, bl.error, bl.source, bl.element, {at},
        CASE
@@ -89,7 +91,7 @@ SELECT bl.url, bl.status, bl.error, bl.source, bl.element, {at},
            ELSE fr.error_kind
        END AS kind
 FROM (SELECT * FROM broken_links WHERE crawl_id = $1) bl
-JOIN url u                  ON u.crawl_id = bl.crawl_id AND u.url = bl.url
+CROSS JOIN LATERAL (SELECT id FROM url WHERE crawl_id = bl.crawl_id AND url = bl.url LIMIT 1) u
 LEFT JOIN result r          ON r.url_id = u.id
 LEFT JOIN redirect_chain rc ON rc.url_id = u.id
 LEFT JOIN result fr         ON fr.url_id = rc.final_id
@@ -263,6 +265,12 @@ async def pages(conn: Any, crawl_id: int) -> list[str]:
 
 async def results(conn: Any, crawl_id: int) -> list[ResultRow]:
     """Every checked URL in the order it was checked."""
+    located = await _located(conn)
+    rows = await conn.fetch(_RESULTS.format(located=located), crawl_id)
+    fresh: dict[int, list[list[Any]]] = {}
+    if located != "NULL::text":
+        ids = [int(r[0]) for r in rows if r[2] in LOCATED_CLASSES]
+        fresh = await _fresh_locations(conn, ids)
     return [
         ResultRow(
             url_id=int(r[0]),
@@ -273,14 +281,14 @@ async def results(conn: Any, crawl_id: int) -> list[ResultRow]:
             content_type=r[5],
             elapsed_ms=r[6],
             checked_at=float(r[7]),
-            locations=None if r[8] is None else locations_of(json.loads(r[8])),
+            locations=_locations(r[8], fresh.get(int(r[0]))),
         )
-        for r in await conn.fetch(_RESULTS.format(located=await _located(conn)), crawl_id)
+        for r in rows
     ]
 
 
 async def _located(conn: Any) -> str:
-    """SQL for a result's located sources (NULL before migration 0015)."""
+    """SQL for a result's located sources in ``link_open`` (NULL before migration 0015)."""
     if await _position(conn) != _AT:
         return "NULL::text"
     classes = ", ".join(f"'{name}'" for name in LOCATED_CLASSES)
@@ -290,3 +298,29 @@ async def _located(conn: Any) -> str:
         "FROM link_open l JOIN url s ON s.id = l.source_id "
         "WHERE l.target_id = r.url_id AND l.element <> 'redirect') END"
     )
+
+
+def _locations(merged: str | None, fresh: list[list[Any]] | None) -> list[Location] | None:
+    """A result's sources from both tables, as if every link were merged already."""
+    if merged is None and not fresh:
+        return None
+    return locations_of((json.loads(merged) if merged is not None else []) + (fresh or []))
+
+
+async def _fresh_locations(conn: Any, ids: list[int]) -> dict[int, list[list[Any]]]:
+    """[source, line, column] of the links to ``ids`` not merged yet (migration 0017).
+
+    ``link_fresh`` has no index by target: it is read once, hashed against
+    the URLs asked about, not once per URL.
+    """
+    if not ids or await conn.fetchval("SELECT to_regclass('link_fresh') IS NULL"):
+        return {}
+    found: defaultdict[int, list[list[Any]]] = defaultdict(list)
+    for target, source, line, column in await conn.fetch(
+        "SELECT l.target_id, s.url, l.line, l.col "
+        "FROM link_fresh l JOIN unnest($1::bigint[]) AS t (id) ON t.id = l.target_id "
+        "JOIN url s ON s.id = l.source_id WHERE l.element <> 'redirect'",
+        ids,
+    ):
+        found[int(target)].append([source, line, column])
+    return found
