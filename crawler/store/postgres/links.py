@@ -5,11 +5,10 @@ broken URL?". Inserting each page's links into it as the page completed
 dirtied a random leaf of that key per link, in every commit and again after
 every checkpoint (a full page image): the largest item of a crawl's server
 time. So a completion appends them to ``link_fresh``, a heap without index
-(``record``), and once it holds a batch (as many rows as there are URLs, at
-least ``MIN_BATCH_ROWS``) one worker moves it into ``link_open`` sorted by
-target (``merge``): each leaf is then written about once per batch. The
-batch grows with the crawl, so the leaves written per link stay about the
-same however large ``link_open`` gets (migration 0017).
+(``record``), and once it holds a batch (as many rows as there are URLs,
+within ``MIN_BATCH_ROWS`` and ``MAX_BATCH_ROWS``) one worker moves it into
+``link_open`` sorted by target (``merge``): each leaf is then written about
+once per batch (migration 0017).
 
 A merge is one transaction (``DELETE … RETURNING`` feeding a sorted
 ``INSERT``): a reader's snapshot sees each link in exactly one of the two
@@ -31,6 +30,9 @@ import structlog
 log = structlog.get_logger(__name__)
 
 MIN_BATCH_ROWS = 200_000
+# ... and at most this many: a report reads link_fresh whole (no index), a few
+# times, so what is left unmerged at the end of a crawl must stay small.
+MAX_BATCH_ROWS = 500_000
 # Look at the table's size once this process appended this many rows since it
 # last looked (the statistics the look reads cost two catalog lookups).
 CHECK_EVERY_ROWS = 20_000
@@ -93,9 +95,9 @@ async def merge(conn: Any, *, wait: bool = False) -> int | None:
 
 
 async def due(conn: Any) -> bool:
-    """Whether ``link_fresh`` holds a batch: as many rows as ``url``, at least the minimum."""
+    """Whether ``link_fresh`` holds a batch: as many rows as ``url``, within the bounds."""
     fresh, urls = await conn.fetchrow(_SIZES)
-    return int(fresh or 0) >= max(MIN_BATCH_ROWS, int(urls or 0))
+    return int(fresh or 0) >= min(MAX_BATCH_ROWS, max(MIN_BATCH_ROWS, int(urls or 0)))
 
 
 class LinkMerger:
