@@ -355,8 +355,7 @@ async def test_reading_the_summary_and_broken_links_scans_no_table(pg: PG) -> No
         "SELECT name, sum(n) FROM crawl_count WHERE crawl_id = $1 GROUP BY name",
         pg_report._OUTSTANDING,
         pg_report._REDIRECT_BROKEN,
-        pg_report._BROKEN.format(at=pg_report._AT),  # with the links' positions
-        pg_report._EDGES.format(at=pg_report._AT),
+        pg_report._EDGES.format(at=pg_report._AT),  # with the links' positions
     ]
     total = await pg.conn.fetchval("SELECT count(*) FROM url WHERE crawl_id = $1", f.crawl_id)
     # The links not merged yet (link_fresh, no index) are read once, hashed

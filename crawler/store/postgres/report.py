@@ -71,15 +71,10 @@ WHERE (SELECT crawl_id FROM url WHERE id = rc.url_id) = $1
        OR (SELECT class FROM result WHERE url_id = rc.final_id) = 'broken')
 """
 
-# Broken links, then (only when some crawl recorded anchors) missing fragments.
 # {at}: a link's line and column packed in one bigint (NULL before migration 0015).
 _AT = f"(line::bigint << {POSITION_SHIFT}) + col"
-_BROKEN = "SELECT url, status, error, source, {at} FROM broken_links WHERE crawl_id = $1"
-_BROKEN_FRAGMENTS = """
-UNION ALL
-SELECT url, status, error, source, {at} FROM broken_fragments WHERE crawl_id = $1
-"""
 
+# Broken links, then (only when some crawl recorded anchors) missing fragments.
 # Each broken link's URL is looked up by key (LATERAL, LIMIT: not flattened), never
 # a scan of url joined to the view, whatever the planner makes of its estimates.
 _EDGES = """
@@ -124,11 +119,12 @@ async def load(conn: Any, crawl_id: int | None = None, fmt: str | None = None) -
     needs = formats.get(fmt).needs if fmt is not None else formats.ALL_PARTS
     async with conn.transaction(isolation="repeatable_read", readonly=True):
         crawl = await crawls.get(conn, crawl_id)
+        rows = await _edge_rows(conn, crawl.id)  # read once: broken links and edges alike
         return ReportData(
             crawl=crawl,
             summary=await summary(conn, crawl.id),
-            broken=await broken_links(conn, crawl.id),
-            edges=await broken_edges(conn, crawl.id),
+            broken=await broken_links(conn, crawl.id, rows),
+            edges=await broken_edges(conn, crawl.id, rows),
             pages=await pages(conn, crawl.id) if "pages" in needs else None,
             results=await results(conn, crawl.id) if "results" in needs else None,
             head_overruled=await head_overruled(conn, crawl.id),
@@ -195,13 +191,21 @@ async def _has_anchors(conn: Any) -> bool:
     return bool(await conn.fetchval("SELECT EXISTS (SELECT 1 FROM anchor)"))
 
 
-async def broken_links(conn: Any, crawl_id: int) -> list[BrokenLink]:
+async def _edge_rows(conn: Any, crawl_id: int) -> list[Any]:
+    """One row per broken link (and missing fragment): URL, status, error, source, element,
+    packed position, failure kind. Both ``broken_links`` and ``broken_edges`` are made of
+    them: the open links not merged yet (``link_fresh``, no index) are read once."""
+    query = _EDGES + (_FRAGMENT_EDGES if await _has_anchors(conn) else "")
+    return list(await conn.fetch(query.format(at=await _position(conn)), crawl_id))
+
+
+async def broken_links(conn: Any, crawl_id: int, rows: list[Any] | None = None) -> list[BrokenLink]:
     """Broken links with their source pages, sorted by URL; sources sorted too."""
     found: dict[str, BrokenLink] = {}
     sources: defaultdict[str, dict[str, int | None]] = defaultdict(dict)
-    query = _BROKEN + (_BROKEN_FRAGMENTS if await _has_anchors(conn) else "")
-    at = await _position(conn)
-    for url, status, error, source, packed in await conn.fetch(query.format(at=at), crawl_id):
+    if rows is None:
+        rows = await _edge_rows(conn, crawl_id)
+    for url, status, error, source, _, packed, _ in rows:
         if url not in found:
             found[url] = BrokenLink(url=url, status=status, error=error)
         if source is not None:
@@ -224,15 +228,13 @@ async def _position(conn: Any) -> str:
     return _AT if has else "NULL::bigint"
 
 
-async def broken_edges(conn: Any, crawl_id: int) -> list[BrokenEdge]:
+async def broken_edges(conn: Any, crawl_id: int, rows: list[Any] | None = None) -> list[BrokenEdge]:
     """One row per (broken URL, source page), sorted by URL then source (seeds first)."""
     groups: dict[tuple[str, str | None], list[Any]] = {}
     elements: defaultdict[tuple[str, str | None], set[str]] = defaultdict(set)
-    query = _EDGES + (_FRAGMENT_EDGES if await _has_anchors(conn) else "")
-    at = await _position(conn)
-    for url, status, error, source, element, packed, kind in await conn.fetch(
-        query.format(at=at), crawl_id
-    ):
+    if rows is None:
+        rows = await _edge_rows(conn, crawl_id)
+    for url, status, error, source, element, packed, kind in rows:
         key = (url, source)
         if key not in groups:
             groups[key] = [status, error, kind, packed]
