@@ -196,7 +196,15 @@ async def _edge_rows(conn: Any, crawl_id: int) -> list[Any]:
     packed position, failure kind. Both ``broken_links`` and ``broken_edges`` are made of
     them: the open links not merged yet (``link_fresh``, no index) are read once."""
     query = _EDGES + (_FRAGMENT_EDGES if await _has_anchors(conn) else "")
-    return list(await conn.fetch(query.format(at=await _position(conn)), crawl_id))
+    at = await _position(conn)
+    # Every table but link_fresh is reached by key from the few broken URLs;
+    # estimates made without statistics (``result`` is never analyzed while
+    # autovacuum is off) chose a scan of every URL of the crawl instead.
+    await conn.execute("SELECT set_config('enable_seqscan', 'off', true)")
+    try:
+        return list(await conn.fetch(query.format(at=at), crawl_id))
+    finally:
+        await conn.execute("SELECT set_config('enable_seqscan', 'on', true)")
 
 
 async def broken_links(conn: Any, crawl_id: int, rows: list[Any] | None = None) -> list[BrokenLink]:
