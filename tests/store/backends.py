@@ -59,9 +59,12 @@ class Row:
 class Backend:
     """One database on one backend, with the stores opened on it (closed at teardown)."""
 
-    # The links reports read (to URLs not settled): one table, or SQLite's two
-    # (appended, then moved in batches: crawler/store/sqlite/links.py).
-    open_links = "link_open"
+    # The links reports read (to URLs not settled): two tables on each backend
+    # (appended, then moved in batches: crawler/store/{sqlite,postgres}/links.py).
+    open_links = (
+        "(SELECT target_id, source_id, fragment, element FROM link_open "
+        "UNION ALL SELECT target_id, source_id, fragment, element FROM link_fresh)"
+    )
     settled_links = "link_settled"
 
     name: str
@@ -149,6 +152,15 @@ class Backend:
         """Rows of a documented view (the SQL interface both backends offer)."""
         raise NotImplementedError
 
+    async def merge_links(self) -> int:
+        """Move the open links appended so far into the target-keyed table; rows moved."""
+        raise NotImplementedError
+
+    async def fresh_links(self) -> int:
+        """Open links appended and not merged yet."""
+        ((n,),) = await self.fetch("SELECT count(*) FROM link_fresh")
+        return int(n)
+
     async def add_worker(self, crawl_id: int, token: str, pid: int, heartbeat_at: float) -> None:
         """A worker row as another process (maybe dead, maybe silent) would have left it."""
         await self.execute(
@@ -168,10 +180,6 @@ class Backend:
 
 class SqliteBackend(Backend):
     name = "sqlite"
-    open_links = (
-        "(SELECT target_id, source_id, fragment, element FROM link_open "
-        "UNION ALL SELECT target_id, source_id, fragment, element FROM link_fresh)"
-    )
 
     def __init__(self, path: Path) -> None:
         super().__init__(str(path))
@@ -185,6 +193,11 @@ class SqliteBackend(Backend):
 
     def shrink_seen_cache(self, store: FrontierStore, size: int) -> None:
         store.sync._seen_cap = size  # type: ignore[attr-defined]
+
+    async def merge_links(self) -> int:
+        from crawler.store.sqlite import links
+
+        return links.merge(self._connection())
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -246,6 +259,11 @@ class PostgresBackend(Backend):
         conn = await self._connection()
         rows = await conn.fetch(f"SELECT * FROM {name} WHERE crawl_id = $1", crawl_id)
         return [dict(r) for r in rows]
+
+    async def merge_links(self) -> int:
+        from crawler.store.postgres import links
+
+        return await links.merge(await self._connection()) or 0
 
     async def close(self) -> None:
         await super().close()

@@ -15,7 +15,7 @@ import pytest
 from backends import Backend
 from contractkit import BROKEN, OK, T0, TTL, Plan, disc, drain, outcome, u
 
-from crawler.models import ResultClass, UrlKind
+from crawler.models import Result, ResultClass, UrlKind
 from crawler.report.model import BrokenLink, Location, ReportData
 
 
@@ -350,3 +350,47 @@ async def test_a_link_keeps_its_position_when_its_target_is_upgraded(db: Backend
         u("x"),
     )
     assert got == [(4, 2)]
+
+
+async def test_reads_are_the_same_before_and_after_open_links_are_merged(db: Backend) -> None:
+    """Open links are appended, then moved into the target-keyed table in batches.
+
+    Every read (the report, the views) sees the links not moved yet, and the
+    same rows before the move as after it: broken and blocked links with
+    their sources, a broken seed nothing links to, a redirect to a broken
+    URL, the located results.
+    """
+    f = await db.store()
+    await f.enqueue([disc(u("")), disc(u("lost"))], T0)  # lost: a broken seed, no source
+    img = disc(u("i.png"), UrlKind.CHECK, element="img")
+    wall = Result(ResultClass.BLOCKED, status=403, error_kind="blocked", error="bot wall")
+    plan = Plan(
+        results={u("gone"): BROKEN, u("i.png"): BROKEN, u("lost"): BROKEN, u("wall"): wall},
+        redirects={u("old"): u("gone")},
+        children={
+            u(""): [disc(u("a")), placed(disc(u("gone")), 3, 7), img, disc(u("b"))],
+            u("a"): [disc(u("gone")), disc(u("")), img, disc(u("wall"), UrlKind.CHECK)],
+            u("b"): [disc(u("a")), img, disc(u("old"), UrlKind.CHECK)],
+        },
+    )
+    await drain(f, plan)
+    assert await db.fresh_links() > 0
+
+    async def reads() -> tuple[Any, ...]:
+        report = await db.report(f.crawl_id)
+        located = {r.url: r.locations for r in report.need_results()}
+        views = [
+            sorted(map(repr, await db.view(name, f.crawl_id)))
+            for name in ("broken_links", "blocked_links", "broken_fragments")
+        ]
+        return (report.summary, report.broken, report.edges, located, views, await db.links())
+
+    before = await reads()
+    summary, broken_links, _, located, _, _ = before
+    assert [b.url for b in broken_links] == [u("gone"), u("i.png"), u("lost"), u("old")]
+    assert summary.broken == 4
+    assert located[u("gone")] == [Location(u(""), 3, 7), Location(u("a"))]
+    assert located[u("wall")] == [Location(u("a"))]
+    assert await db.merge_links() > 0
+    assert await db.fresh_links() == 0
+    assert await reads() == before

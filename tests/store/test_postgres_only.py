@@ -15,7 +15,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from contractkit import BROKEN, MOVED, OK, T0, TTL, disc, outcome, u
+from contractkit import BROKEN, MOVED, OK, T0, TTL, Plan, disc, drain, outcome, u
 
 from crawler.config import CrawlSettings
 from crawler.errors import ForeignDatabaseError
@@ -24,6 +24,7 @@ from crawler.report.model import COUNT_NAMES
 from crawler.store import migrate
 from crawler.store import open as store_open
 from crawler.store.postgres import gate as pg_gate
+from crawler.store.postgres import links as pg_links
 from crawler.store.postgres import report as pg_report
 from crawler.store.postgres import schema, vacuum
 from crawler.store.postgres.frontier import _LEASE, LEASE_PLAN, PostgresFrontier
@@ -350,27 +351,40 @@ async def test_reading_the_summary_and_broken_links_scans_no_table(pg: PG) -> No
                 broken = x.kind == UrlKind.PAGE and x.id % 400 == 7
                 outs.append(outcome(x, BROKEN if broken else OK, children=kids))
         assert all(await f.complete("w1", outs, T0))
-    await pg.conn.execute("ANALYZE")
     statements = [
         "SELECT name, sum(n) FROM crawl_count WHERE crawl_id = $1 GROUP BY name",
         pg_report._OUTSTANDING,
         pg_report._REDIRECT_BROKEN,
-        pg_report._BROKEN.format(at=pg_report._AT),  # with the links' positions
-        pg_report._EDGES.format(at=pg_report._AT),
+        pg_report._EDGES.format(at=pg_report._AT),  # with the links' positions
     ]
+    total = await pg.conn.fetchval("SELECT count(*) FROM url WHERE crawl_id = $1", f.crawl_id)
+    # The links not merged yet (link_fresh, no index) are read once, hashed
+    # against the broken URLs: joined to url only where they match.
+    assert await pg.conn.fetchval("SELECT count(*) FROM link_fresh") > 0
+    await pg.conn.execute("ANALYZE")
+    await _assert_reads_indexes(pg, f.crawl_id, statements, total, hash_joins=True)
+    # Merged: every table is reached through an index.
+    assert await pg_links.merge(pg.conn) > 0
+    await pg.conn.execute("ANALYZE")
+    await _assert_reads_indexes(pg, f.crawl_id, statements, total, hash_joins=False)
+
+
+async def _assert_reads_indexes(
+    pg: PG, crawl_id: int, statements: list[str], total: int, *, hash_joins: bool
+) -> None:
     # At this size scans, hashes and merges of whole tables are the cheaper
     # plans; what must hold is that none is needed: with them priced out (as a
     # million rows price them), every table is reached through an index and
     # the rows read are the broken links' and the redirects', not the crawl's.
-    total = await pg.conn.fetchval("SELECT count(*) FROM url WHERE crawl_id = $1", f.crawl_id)
     async with pg.conn.transaction():
-        for setting in ("enable_seqscan", "enable_hashjoin", "enable_mergejoin"):
-            await pg.conn.execute(f"SET LOCAL {setting} = off")
+        for setting in ("enable_seqscan", "enable_mergejoin", "enable_hashjoin"):
+            if setting != "enable_hashjoin" or not hash_joins:
+                await pg.conn.execute(f"SET LOCAL {setting} = off")
         for sql in statements:
-            plan = await pg.conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, f.crawl_id)
+            plan = await pg.conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, crawl_id)
             read = _rows_read(json.loads(plan)[0]["Plan"], {"url", "result", "link_open"})
             assert read < total / 10, (sql, read, total)
-            text = "\n".join(r[0] for r in await pg.conn.fetch("EXPLAIN " + sql, f.crawl_id))
+            text = "\n".join(r[0] for r in await pg.conn.fetch("EXPLAIN " + sql, crawl_id))
             for table in ("url", "result", "link_open", "link_settled"):
                 assert f"Seq Scan on {table} " not in text, (sql, text)
 
@@ -384,3 +398,46 @@ def _rows_read(node: dict[str, Any], tables: set[str]) -> int:
     for child in node.get("Plans", []):
         read += _rows_read(child, tables)
     return read
+
+
+# -- open links appended, then merged in the background ---------------------------------
+
+
+async def test_completions_merge_open_links_in_the_background_once_a_batch_is_due(
+    pg: PG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def always(conn: Any) -> bool:
+        return True
+
+    monkeypatch.setattr(pg_links, "CHECK_EVERY_ROWS", 2)
+    monkeypatch.setattr(pg_links, "due", always)
+    f = await pg.frontier()
+    await f.enqueue([disc(u(""))], T0)
+    children = {u(""): [disc(u(f"p{i}")) for i in range(6)]}
+    children |= {u(f"p{i}"): [disc(u(f"q{i}")), disc(u(f"q{i + 1}"))] for i in range(6)}
+    await drain(f, Plan(children=children))
+
+    async def merged() -> bool:
+        return f._links.merges > 0 and await pg.conn.fetchval("SELECT count(*) FROM link_open") > 0
+
+    await wait_until(merged, timeout=30, interval=0.1, message="open links were never merged")
+    links = await pg.conn.fetchval(
+        "SELECT count(*) FROM (SELECT target_id, source_id, fragment FROM link_open "
+        "UNION SELECT target_id, source_id, fragment FROM link_fresh) l"
+    )
+    assert links == 6 + 12  # every link once, merged or not
+
+
+async def test_a_merge_waits_for_the_one_under_way_and_none_is_lost(pg: PG) -> None:
+    f = await pg.frontier()
+    await f.enqueue([disc(u(""))], T0)
+    await drain(f, Plan(children={u(""): [disc(u(f"p{i}")) for i in range(5)]}))
+    other = await asyncpg.connect(pg.url)
+    try:
+        async with other.transaction():
+            await other.execute("SELECT pg_advisory_xact_lock($1)", pg_links._MERGE_LOCK)
+            assert await pg_links.merge(pg.conn) is None  # another merge holds the lock
+        assert await pg_links.merge(pg.conn, wait=True) == 5
+    finally:
+        await other.close()
+    assert await pg.conn.fetchval("SELECT count(*) FROM link_fresh") == 0

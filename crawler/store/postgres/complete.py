@@ -3,9 +3,10 @@
 ``complete`` is ``FrontierStore.complete``'s transaction body: it marks the
 batch's rows done (or pending again for a retry) only where this owner still
 holds the lease, then records, for the accepted rows only, their redirect
-targets and children (``discover.Recorder``), the links, the anchors and the
-results. Only the first completion of a row in a batch can be accepted, as on
-SQLite, where the one after it finds the lease already given up.
+targets and children (``discover.Recorder``), the links (open ones appended
+to ``link_fresh``: ``links``), the anchors and the results. Only the first
+completion of a row in a batch can be accepted, as on SQLite, where the one
+after it finds the lease already given up.
 
 ``enqueue`` is ``FrontierStore.enqueue``'s body, also run inside the
 transaction that records a new crawl (``crawls.create``).
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from crawler.models import Discovered, Outcome, ResultClass, UrlKind
-from crawler.store.postgres import recrawl
+from crawler.store.postgres import links, recrawl
 from crawler.store.postgres.discover import UPSERT_RESULTS, Found, Recorder, ResultRow
 
 _RETRY = """
@@ -61,7 +62,12 @@ ON CONFLICT (source_id) DO UPDATE SET
 
 
 async def complete(
-    conn: Any, recorder: Recorder, owner: str, outcomes: Sequence[Outcome], now: float
+    conn: Any,
+    recorder: Recorder,
+    owner: str,
+    outcomes: Sequence[Outcome],
+    now: float,
+    merger: links.LinkMerger | None = None,
 ) -> list[bool]:
     """Commit a batch of fetched rows; False marks a rejected (stale) completion."""
     # Only the first completion of a row in a batch can be accepted: the
@@ -95,11 +101,17 @@ async def complete(
         if o.leased.id in settled:
             recorder.settle(o.leased.url)
     if done:
-        await _record_done(conn, recorder, done, now)
+        await _record_done(conn, recorder, done, now, merger)
     return flags
 
 
-async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: float) -> None:
+async def _record_done(
+    conn: Any,
+    recorder: Recorder,
+    done: list[Outcome],
+    now: float,
+    merger: links.LinkMerger | None,
+) -> None:
     """Children, redirect targets, links, anchors and results of accepted outcomes."""
     found: list[Found] = []
     for o in done:
@@ -160,18 +172,9 @@ async def _record_done(conn: Any, recorder: Recorder, done: list[Outcome], now: 
             )
         )
     if edges:
-        keys = sorted(edges)
-        await conn.execute(
-            "INSERT INTO link_open (target_id, source_id, fragment, element, line, col) "
-            "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], "
-            "$5::integer[], $6::integer[]) ON CONFLICT DO NOTHING",
-            [k[0] for k in keys],
-            [k[1] for k in keys],
-            [k[2] for k in keys],
-            [edges[k][0] for k in keys],
-            [edges[k][1] for k in keys],
-            [edges[k][2] for k in keys],
-        )
+        await links.record(conn, edges)
+        if merger is not None:
+            merger.appended(len(edges))
     if settled_edges:
         pairs = sorted(settled_edges)
         await conn.execute(

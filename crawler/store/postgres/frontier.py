@@ -9,7 +9,8 @@ both backends); the statements are PostgreSQL's own:
   walks the ``url_pending`` index in the contract's order (migration 0007);
 - ``complete`` marks the whole batch (only rows this owner still holds),
   records children, links, anchors and results, in one transaction of a few
-  array statements;
+  array statements; open links are appended, and moved into their
+  target-keyed table in batches in the background (``links``);
 - ``finish_if_quiescent`` marks the crawl finished only if one statement's
   snapshot shows no pending and no leased row. A worker mid-lease holds
   leased rows until the commit that also inserts their children, so every
@@ -42,7 +43,7 @@ from crawler.models import (
 from crawler.politeness import Gate, Limits
 from crawler.store import liveness, worker_counts
 from crawler.store.postgres import complete as completion
-from crawler.store.postgres import cookies, crawls, gate, recrawl, schema
+from crawler.store.postgres import cookies, crawls, gate, links, recrawl, schema
 from crawler.store.postgres.discover import Recorder
 from crawler.store.postgres.host_gate import SharedHostGate
 from crawler.store.postgres.loop import BackgroundLoop
@@ -95,6 +96,7 @@ class PostgresFrontier:
         self._recorder = Recorder(crawl_id, max_urls=max_urls, max_cache_age_s=max_cache_age_s)
         self._host_names: dict[int, str] = {}
         self._vacuum = QueueVacuum(dsn)
+        self._links = links.LinkMerger(pool)
         self._closed = False
         self._previous_crawl: tuple[int | None] | None = None  # read once: (id,)
 
@@ -122,6 +124,7 @@ class PostgresFrontier:
             return await coro
         finally:
             self._vacuum.poll()
+            self._links.poll()
 
     async def _tx(self, body: Any) -> Any:
         return await schema.in_transaction(self._pool, body, on_retry=self._recorder.forget)
@@ -181,7 +184,9 @@ class PostgresFrontier:
         """Commit many fetched rows in one transaction; False marks a rejected stale one."""
 
         async def body(conn: Any) -> list[bool]:
-            accepted = await completion.complete(conn, self._recorder, owner, outcomes, now)
+            accepted = await completion.complete(
+                conn, self._recorder, owner, outcomes, now, self._links
+            )
             urls, pages = worker_counts.tally(outcomes, accepted)
             if urls:
                 await conn.execute(
@@ -357,7 +362,12 @@ class PostgresFrontier:
 
         async def read(conn: Any) -> dict[str, PreviousPage]:
             if self._previous_crawl is None:
-                self._previous_crawl = (await recrawl.previous_crawl_id(conn, self.crawl_id),)
+                previous_id = await recrawl.previous_crawl_id(conn, self.crawl_id)
+                if previous_id is not None:
+                    # The previous crawl's links are read by source from
+                    # link_open (link_fresh has no index): move the rest there.
+                    await links.merge(conn, wait=True)
+                self._previous_crawl = (previous_id,)
             previous = self._previous_crawl[0]
             if previous is None or not urls:
                 return {}
@@ -405,6 +415,7 @@ class PostgresFrontier:
         self._closed = True
         try:
             self._loop.run(self._vacuum.close())
+            self._loop.run(self._links.close())
             if self._pool is not None:
                 self._loop.run(self._pool.close())
         finally:

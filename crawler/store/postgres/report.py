@@ -71,15 +71,12 @@ WHERE (SELECT crawl_id FROM url WHERE id = rc.url_id) = $1
        OR (SELECT class FROM result WHERE url_id = rc.final_id) = 'broken')
 """
 
-# Broken links, then (only when some crawl recorded anchors) missing fragments.
 # {at}: a link's line and column packed in one bigint (NULL before migration 0015).
 _AT = f"(line::bigint << {POSITION_SHIFT}) + col"
-_BROKEN = "SELECT url, status, error, source, {at} FROM broken_links WHERE crawl_id = $1"
-_BROKEN_FRAGMENTS = """
-UNION ALL
-SELECT url, status, error, source, {at} FROM broken_fragments WHERE crawl_id = $1
-"""
 
+# Broken links, then (only when some crawl recorded anchors) missing fragments.
+# Each broken link's URL is looked up by key (LATERAL, LIMIT: not flattened), never
+# a scan of url joined to the view, whatever the planner makes of its estimates.
 _EDGES = """
 SELECT bl.url, bl.status, bl.error, bl.source, bl.element, {at},
        CASE
@@ -89,7 +86,7 @@ SELECT bl.url, bl.status, bl.error, bl.source, bl.element, {at},
            ELSE fr.error_kind
        END AS kind
 FROM (SELECT * FROM broken_links WHERE crawl_id = $1) bl
-JOIN url u                  ON u.crawl_id = bl.crawl_id AND u.url = bl.url
+CROSS JOIN LATERAL (SELECT id FROM url WHERE crawl_id = bl.crawl_id AND url = bl.url LIMIT 1) u
 LEFT JOIN result r          ON r.url_id = u.id
 LEFT JOIN redirect_chain rc ON rc.url_id = u.id
 LEFT JOIN result fr         ON fr.url_id = rc.final_id
@@ -122,11 +119,12 @@ async def load(conn: Any, crawl_id: int | None = None, fmt: str | None = None) -
     needs = formats.get(fmt).needs if fmt is not None else formats.ALL_PARTS
     async with conn.transaction(isolation="repeatable_read", readonly=True):
         crawl = await crawls.get(conn, crawl_id)
+        rows = await _edge_rows(conn, crawl.id)  # read once: broken links and edges alike
         return ReportData(
             crawl=crawl,
             summary=await summary(conn, crawl.id),
-            broken=await broken_links(conn, crawl.id),
-            edges=await broken_edges(conn, crawl.id),
+            broken=await broken_links(conn, crawl.id, rows),
+            edges=await broken_edges(conn, crawl.id, rows),
             pages=await pages(conn, crawl.id) if "pages" in needs else None,
             results=await results(conn, crawl.id) if "results" in needs else None,
             head_overruled=await head_overruled(conn, crawl.id),
@@ -193,13 +191,29 @@ async def _has_anchors(conn: Any) -> bool:
     return bool(await conn.fetchval("SELECT EXISTS (SELECT 1 FROM anchor)"))
 
 
-async def broken_links(conn: Any, crawl_id: int) -> list[BrokenLink]:
+async def _edge_rows(conn: Any, crawl_id: int) -> list[Any]:
+    """One row per broken link (and missing fragment): URL, status, error, source, element,
+    packed position, failure kind. Both ``broken_links`` and ``broken_edges`` are made of
+    them: the open links not merged yet (``link_fresh``, no index) are read once."""
+    query = _EDGES + (_FRAGMENT_EDGES if await _has_anchors(conn) else "")
+    at = await _position(conn)
+    # Every table but link_fresh is reached by key from the few broken URLs;
+    # estimates made without statistics (``result`` is never analyzed while
+    # autovacuum is off) chose a scan of every URL of the crawl instead.
+    await conn.execute("SELECT set_config('enable_seqscan', 'off', true)")
+    try:
+        return list(await conn.fetch(query.format(at=at), crawl_id))
+    finally:
+        await conn.execute("SELECT set_config('enable_seqscan', 'on', true)")
+
+
+async def broken_links(conn: Any, crawl_id: int, rows: list[Any] | None = None) -> list[BrokenLink]:
     """Broken links with their source pages, sorted by URL; sources sorted too."""
     found: dict[str, BrokenLink] = {}
     sources: defaultdict[str, dict[str, int | None]] = defaultdict(dict)
-    query = _BROKEN + (_BROKEN_FRAGMENTS if await _has_anchors(conn) else "")
-    at = await _position(conn)
-    for url, status, error, source, packed in await conn.fetch(query.format(at=at), crawl_id):
+    if rows is None:
+        rows = await _edge_rows(conn, crawl_id)
+    for url, status, error, source, _, packed, _ in rows:
         if url not in found:
             found[url] = BrokenLink(url=url, status=status, error=error)
         if source is not None:
@@ -222,15 +236,13 @@ async def _position(conn: Any) -> str:
     return _AT if has else "NULL::bigint"
 
 
-async def broken_edges(conn: Any, crawl_id: int) -> list[BrokenEdge]:
+async def broken_edges(conn: Any, crawl_id: int, rows: list[Any] | None = None) -> list[BrokenEdge]:
     """One row per (broken URL, source page), sorted by URL then source (seeds first)."""
     groups: dict[tuple[str, str | None], list[Any]] = {}
     elements: defaultdict[tuple[str, str | None], set[str]] = defaultdict(set)
-    query = _EDGES + (_FRAGMENT_EDGES if await _has_anchors(conn) else "")
-    at = await _position(conn)
-    for url, status, error, source, element, packed, kind in await conn.fetch(
-        query.format(at=at), crawl_id
-    ):
+    if rows is None:
+        rows = await _edge_rows(conn, crawl_id)
+    for url, status, error, source, element, packed, kind in rows:
         key = (url, source)
         if key not in groups:
             groups[key] = [status, error, kind, packed]
@@ -263,6 +275,12 @@ async def pages(conn: Any, crawl_id: int) -> list[str]:
 
 async def results(conn: Any, crawl_id: int) -> list[ResultRow]:
     """Every checked URL in the order it was checked."""
+    located = await _located(conn)
+    rows = await conn.fetch(_RESULTS.format(located=located), crawl_id)
+    fresh: dict[int, list[list[Any]]] = {}
+    if located != "NULL::text":
+        ids = [int(r[0]) for r in rows if r[2] in LOCATED_CLASSES]
+        fresh = await _fresh_locations(conn, ids)
     return [
         ResultRow(
             url_id=int(r[0]),
@@ -273,14 +291,14 @@ async def results(conn: Any, crawl_id: int) -> list[ResultRow]:
             content_type=r[5],
             elapsed_ms=r[6],
             checked_at=float(r[7]),
-            locations=None if r[8] is None else locations_of(json.loads(r[8])),
+            locations=_locations(r[8], fresh.get(int(r[0]))),
         )
-        for r in await conn.fetch(_RESULTS.format(located=await _located(conn)), crawl_id)
+        for r in rows
     ]
 
 
 async def _located(conn: Any) -> str:
-    """SQL for a result's located sources (NULL before migration 0015)."""
+    """SQL for a result's located sources in ``link_open`` (NULL before migration 0015)."""
     if await _position(conn) != _AT:
         return "NULL::text"
     classes = ", ".join(f"'{name}'" for name in LOCATED_CLASSES)
@@ -290,3 +308,29 @@ async def _located(conn: Any) -> str:
         "FROM link_open l JOIN url s ON s.id = l.source_id "
         "WHERE l.target_id = r.url_id AND l.element <> 'redirect') END"
     )
+
+
+def _locations(merged: str | None, fresh: list[list[Any]] | None) -> list[Location] | None:
+    """A result's sources from both tables, as if every link were merged already."""
+    if merged is None and not fresh:
+        return None
+    return locations_of((json.loads(merged) if merged is not None else []) + (fresh or []))
+
+
+async def _fresh_locations(conn: Any, ids: list[int]) -> dict[int, list[list[Any]]]:
+    """[source, line, column] of the links to ``ids`` not merged yet (migration 0017).
+
+    ``link_fresh`` has no index by target: it is read once, hashed against
+    the URLs asked about, not once per URL.
+    """
+    if not ids or await conn.fetchval("SELECT to_regclass('link_fresh') IS NULL"):
+        return {}
+    found: defaultdict[int, list[list[Any]]] = defaultdict(list)
+    for target, source, line, column in await conn.fetch(
+        "SELECT l.target_id, s.url, l.line, l.col "
+        "FROM link_fresh l JOIN unnest($1::bigint[]) AS t (id) ON t.id = l.target_id "
+        "JOIN url s ON s.id = l.source_id WHERE l.element <> 'redirect'",
+        ids,
+    ):
+        found[int(target)].append([source, line, column])
+    return found

@@ -177,7 +177,9 @@ async def in_transaction(
 async def connect_reader(dsn: str) -> Any:
     """One connection for reading reports; refuses a database that is not a crawler's."""
     try:
-        conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_S)
+        # jit off as on the store's connections: compiling a report's plans
+        # (their costs are estimated high) took longer than running them.
+        conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT_S, server_settings={"jit": "off"})
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
         raise StoreError(f"cannot connect to {redact(dsn)}: {exc}") from exc
     try:

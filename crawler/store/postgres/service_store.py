@@ -29,8 +29,8 @@ from crawler.store import crawl_stats as stats
 from crawler.store import liveness
 from crawler.store.crawl_stats import CrawlStats
 from crawler.store.postgres import diff as pg_diff
+from crawler.store.postgres import links, schema
 from crawler.store.postgres import report as pg_report
-from crawler.store.postgres import schema
 from crawler.store.postgres.frontier import read_counts
 from crawler.store.postgres.vacuum import _VACUUM_LOCK as VACUUM_LOCK
 from crawler.store.service import CrawlTarget, Definition, Delivery, Entry, Snapshot, WorkerRow
@@ -59,6 +59,7 @@ GROUP BY host
 _DELETE_CRAWL = (
     "DELETE FROM link_open WHERE target_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "DELETE FROM link_open WHERE source_id IN (SELECT id FROM url WHERE crawl_id = $1)",
+    "DELETE FROM link_fresh WHERE source_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "DELETE FROM link_settled WHERE source_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "DELETE FROM link_settled WHERE target_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "DELETE FROM link_settled_page WHERE source_id IN (SELECT id FROM url WHERE crawl_id = $1)",
@@ -100,6 +101,7 @@ _RECLAIMED_TABLES = (
     "url",
     "result",
     "link_open",
+    "link_fresh",
     "link_settled",
     "link_settled_page",
     "anchor",
@@ -306,7 +308,10 @@ class PostgresServiceStore:
     async def delete(self, crawl_id: int) -> None:
         """The crawl's rows in batches of ``DELETE_BATCH`` URLs, each batch a short
         transaction of its own (no table lock, no long one a running crawl waits
-        on); then the crawl's remaining rows and its entry, in one."""
+        on); then the crawl's remaining rows and its entry, in one. Open links
+        not merged yet are merged first, so the batches find them by key."""
+        async with self._pool.acquire() as conn:
+            await links.merge(conn, wait=True)
         await self._each_url_batch(crawl_id, (_CUT_REDIRECTS,))
         await self._each_url_batch(crawl_id, _DELETE_URL_BATCH, moving=False)
 

@@ -37,12 +37,13 @@ MIN_INTERVAL_S = 10.0
 ANALYZE_EVERY_S = 60.0
 _VACUUM_LOCK = 0x43524C56  # "CRLV": one vacuum at a time on the database
 # table -> (threshold, scale factor): vacuum past threshold + scale x live
-# tuples, as the autovacuum options of migrations 0001, 0004 and 0006 say.
+# tuples, as the autovacuum options of migrations 0001, 0004, 0006 and 0017 say.
 THRESHOLDS: dict[str, tuple[int, float]] = {
     "url": (2000, 0.02),
     "host_gate": (500, 0.0),
     "host_slot": (500, 0.0),
     "crawl_count": (1000, 0.0),
+    "link_fresh": (10000, 0.0),  # emptied by each merge of open links (migration 0017)
 }
 _DEAD = """
 SELECT relname, n_dead_tup, n_live_tup,
