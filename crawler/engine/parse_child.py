@@ -11,6 +11,7 @@ killed) ends the process, so it never outlives its crawler.
 from __future__ import annotations
 
 import contextlib
+import gc
 import pickle
 import signal
 import struct
@@ -23,6 +24,7 @@ from crawler.outcome import parse_body
 
 FRAME = struct.Struct("!I")  # payload length, then the pickle
 PROTOCOL = pickle.HIGHEST_PROTOCOL
+GC_YOUNG_THRESHOLD = 20_000
 
 # What crosses the pipe: plain tuples, cheaper to pickle than the records.
 Request = tuple[int, LeasedUrl, str | None, str | None, bytes]  # id, row, type, robots, body
@@ -86,6 +88,9 @@ def main() -> None:
     # helper killed under it would cost the pages it holds a second parse.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # As the crawler's loop (crawler.engine.loop.GC_YOUNG_THRESHOLD): a page's
+    # links are freed by reference counting, collections only walked them.
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     with contextlib.suppress(BrokenPipeError):  # the crawler is gone
         serve(sys.stdin.buffer, sys.stdout.buffer)
 
