@@ -140,8 +140,7 @@ class ParsePool:
                     log.warning("parse_helper_error", error=error)
                     future.set_result(None)
                 else:
-                    children_found = [_discovered(c) for c in children]
-                    future.set_result(Parsed(children_found, anchors, dropped))
+                    future.set_result(Parsed(_discovered(children), anchors, dropped))
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
             self._lost(helper, exc)
 
@@ -165,11 +164,23 @@ class ParsePool:
 
 
 _KINDS = tuple(sorted(UrlKind))  # by value: an index is cheaper than an Enum call
+_RESULTS: dict[str | None, ResultClass | None] = {None: None} | {str(r): r for r in ResultClass}
 
 
-def _discovered(item: parse_child.ChildTuple) -> Discovered:
-    url, host, kind, element, fragment, result, reason, line, column = item
-    return Discovered(
-        url, host, _KINDS[kind], element, fragment,
-        None if result is None else ResultClass(result), reason, line, column,
-    )  # fmt: skip
+def _discovered(
+    children: list[parse_child.ChildTuple],
+    kinds: tuple[UrlKind, ...] = _KINDS,
+    results: dict[str | None, ResultClass | None] = _RESULTS,
+) -> list[Discovered]:
+    """The helper's tuples as records, on the event loop's thread: ~50 a page.
+
+    One comprehension building the named tuples with ``tuple.__new__`` (no
+    Python frame per link, no Enum call): about half the time of calling
+    ``Discovered`` per link.
+    """
+    new = tuple.__new__
+    return [
+        new(Discovered, (url, host, kinds[kind], element, fragment, results[result], reason,
+                         line, column))
+        for url, host, kind, element, fragment, result, reason, line, column in children
+    ]  # fmt: skip
