@@ -78,8 +78,11 @@ GIL_SWITCH_INTERVAL_S = 0.0005
 # them; the few cycles (exceptions) wait a little longer.
 GC_YOUNG_THRESHOLD = 20_000
 # Parse helpers start once this many pages were parsed here: a small crawl
-# is over before a helper would have paid for its start (~0.3 s, ~25 MB).
-PARSE_HELPERS_AFTER_PAGES = 1000
+# is over before a helper would have paid for its start (~0.3 s, ~25 MB, on
+# the other core: the loop's thread only spawns it). At 1,000, a 10,000-page
+# crawl parsed over a tenth of its pages (1,000 and those of the helper's
+# start) on the loop's thread, the one that saturates.
+PARSE_HELPERS_AFTER_PAGES = 200
 
 
 @dataclass(slots=True)
