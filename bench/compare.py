@@ -316,6 +316,7 @@ def run_crawler(site_dir: Path, run_dir: Path, args: argparse.Namespace) -> Row:
             concurrency=args.concurrency,
             timeout_s=args.timeout_s,
             extra_args=[],
+            python=args.crawler_python,
         )
     truth = json.loads((site_dir / sitegen.TRUTH).read_text())
     found = fig["broken_found"]
@@ -388,6 +389,11 @@ def main(argv: list[str] | None = None) -> int:
         "--tools",
         default="crawler,lychee,linkchecker,linkinator",
         help="comma-separated subset, run in this order",
+    )
+    parser.add_argument(
+        "--crawler-python",
+        metavar="PYTHON",
+        help="run the crawler as `PYTHON -m crawler.cli` (another checkout's, for a before/after)",
     )
     args = parser.parse_args(argv)
     measure.install_signal_exit()

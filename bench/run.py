@@ -66,6 +66,20 @@ def crawler_command(
     ]
 
 
+def _crawler_env(python: str | None) -> dict[str, str]:
+    """The crawl's environment; another checkout's crawler must not import this one.
+
+    ``python -m`` puts the working directory (this checkout, when the
+    benchmark runs from it) first on ``sys.path``, before ``PYTHONPATH``:
+    a "before" run would measure the code after. ``PYTHONSAFEPATH`` keeps it
+    off, for the parse helpers too.
+    """
+    env = measure.loopback_env()
+    if python:
+        env["PYTHONSAFEPATH"] = "1"
+    return env
+
+
 def ensure_py_spy() -> str:
     exe = VENV_BIN / "py-spy"
     if not exe.exists():
@@ -122,7 +136,7 @@ def crawl_and_measure(
         stdout=run_dir / "crawler.stdout",
         stderr=run_dir / "crawler.stderr",
         watch_file=Path(f"{db}-wal"),
-        env=measure.loopback_env(),
+        env=_crawler_env(python),
     )
     server.stop()
     with (run_dir / "samples.csv").open("w") as handle:

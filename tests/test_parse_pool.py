@@ -64,6 +64,27 @@ async def test_a_lost_helper_hands_every_page_back(pool) -> None:
     assert not helpers.alive
 
 
+async def test_pages_of_one_turn_go_as_one_batch(pool) -> None:
+    helpers, scope = pool
+    writes = 0
+    stdin = helpers._helpers[0].process.stdin
+    write = stdin.write
+
+    def counting(data: bytes) -> None:
+        nonlocal writes
+        writes += 1
+        write(data)
+
+    stdin.write = counting
+    pages = [_page([f"/p{i}", f"/q{i}"]) for i in range(40)]
+    got = await asyncio.wait_for(
+        asyncio.gather(*(helpers.parse(_row(), page) for page in pages)), BOUND_S
+    )
+    expected = [parse_body(_row(), page, scope, include_fragments=True) for page in pages]
+    assert [g.children for g in got] == [e.children for e in expected]
+    assert writes == 2  # 40 pages handed over in one turn: a full batch of 32, then the rest
+
+
 async def test_a_helper_outlives_a_sigterm_to_the_process_group(pool) -> None:
     # `timeout`, a service manager or `kill -- -PGID` signal the whole group:
     # the crawler decides what stops, and closes the helper's stdin to do it.
@@ -118,11 +139,12 @@ def test_helper_exits_when_its_crawler_is_gone() -> None:
     assert child.stdin is not None
     assert child.stdout is not None
     child.stdin.write(parse_child.encode((scope, False, None)))
-    child.stdin.write(parse_child.encode((7, _row(), "text/html", None, b"<a href=x>")))
+    request = (7, parse_child.row_tuple(_row()), "text/html", None, b"<a href=x>")
+    child.stdin.write(parse_child.encode([request]))
     child.stdin.flush()
     header = child.stdout.read(parse_child.FRAME.size)
     (size,) = parse_child.FRAME.unpack(header)
-    request_id, children, _, error, _ = pickle.loads(child.stdout.read(size))  # noqa: S301
+    [(request_id, children, _, error, _)] = pickle.loads(child.stdout.read(size))  # noqa: S301
     assert (request_id, error) == (7, None)
     assert [c[0] for c in children] == ["http://127.0.0.1:8000/docs/a/x"]
     child.stdin.close()

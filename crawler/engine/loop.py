@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import sys
 import time
 import uuid
@@ -69,9 +70,19 @@ LEASE_ROUNDS = 4
 # 50 ms-latency proxy at --host-concurrency 8 (bench/latency.py): 73% of the
 # bound C / delay with 5 ms, 81% with 0.5 ms.
 GIL_SWITCH_INTERVAL_S = 0.0005
+# Net allocations of tracked objects between young collections while crawling
+# (CPython's default: 700). A page's records live until their group commit,
+# ~50 a page: at 700, each outlived two or three collections that walked the
+# outcomes waiting for the writer, and the loop's thread spent a sixth of its
+# time collecting (bench/RESULTS.md). Reference counting frees almost all of
+# them; the few cycles (exceptions) wait a little longer.
+GC_YOUNG_THRESHOLD = 20_000
 # Parse helpers start once this many pages were parsed here: a small crawl
-# is over before a helper would have paid for its start (~0.3 s, ~25 MB).
-PARSE_HELPERS_AFTER_PAGES = 1000
+# is over before a helper would have paid for its start (~0.3 s, ~25 MB, on
+# the other core: the loop's thread only spawns it). At 1,000, a 10,000-page
+# crawl parsed over a tenth of its pages (1,000 and those of the helper's
+# start) on the loop's thread, the one that saturates.
+PARSE_HELPERS_AFTER_PAGES = 200
 
 
 @dataclass(slots=True)
@@ -161,10 +172,13 @@ class Engine:
         """Crawl until finished (True) or stopped (False). Leases are released on stop."""
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(switch_interval, GIL_SWITCH_INTERVAL_S))
+        thresholds = gc.get_threshold()
+        gc.set_threshold(max(thresholds[0], GC_YOUNG_THRESHOLD), *thresholds[1:])
         try:
             finished = await self._run()
         finally:
             sys.setswitchinterval(switch_interval)
+            gc.set_threshold(*thresholds)
         stats = self.stats
         log.info(
             "engine_stopped",

@@ -3,14 +3,18 @@
 Parsing and classifying a page's links is most of the event loop's work; in a
 process of its own it runs on another core, beside the fetches and the
 writer. The protocol is length-prefixed pickles: on stdin the crawl's
-``Scope``, fragment setting and links-per-page cap first, then one request per page; on stdout one
-reply per request, in order. End of stdin (the crawler stopped, or was
-killed) ends the process, so it never outlives its crawler.
+``Scope``, fragment setting and links-per-page cap first, then batches of
+requests (the pages one turn of the crawler's event loop handed over); on
+stdout one batch of replies per batch of requests, in order. A batch costs
+one write and one wake-up on each side however many pages it holds. End of
+stdin (the crawler stopped, or was killed) ends the process, so it never
+outlives its crawler.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import pickle
 import signal
 import struct
@@ -18,14 +22,17 @@ import sys
 from typing import IO, Any
 
 from crawler.fetch_types import Fetched
-from crawler.models import Discovered, LeasedUrl
+from crawler.models import Discovered, LeasedUrl, UrlKind
 from crawler.outcome import parse_body
+from crawler.scope import Scope
 
 FRAME = struct.Struct("!I")  # payload length, then the pickle
 PROTOCOL = pickle.HIGHEST_PROTOCOL
+GC_YOUNG_THRESHOLD = 20_000
 
 # What crosses the pipe: plain tuples, cheaper to pickle than the records.
-Request = tuple[int, LeasedUrl, str | None, str | None, bytes]  # id, row, type, robots, body
+Row = tuple[int, str, str, int, int, int, int]  # a LeasedUrl's fields, its kind as an int
+Request = tuple[int, Row, str | None, str | None, bytes]  # id, row, type, robots, body
 ChildTuple = tuple[str, str | None, int, str, str, str | None, str | None, int | None, int | None]
 # id, children, anchors, error, links dropped past the cap
 Reply = tuple[int, list[ChildTuple] | None, frozenset[str] | None, str | None, int]
@@ -35,6 +42,11 @@ def encode(message: Any) -> bytes:
     """One frame: length prefix and pickle."""
     data = pickle.dumps(message, protocol=PROTOCOL)
     return FRAME.pack(len(data)) + data
+
+
+def row_tuple(row: LeasedUrl) -> Row:
+    """A leased row as plain values: pickling the record would run Python per page."""
+    return (row.id, row.url, row.host, int(row.kind), row.depth, row.hop, row.attempts)
 
 
 def as_tuple(found: Discovered) -> ChildTuple:
@@ -53,7 +65,7 @@ def _read_frame(stream: IO[bytes]) -> bytes | None:
 
 
 def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
-    """Answer parse requests until stdin ends."""
+    """Answer batches of parse requests until stdin ends."""
     first = _read_frame(stdin)
     if first is None:
         return
@@ -61,23 +73,32 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     scope, include_fragments = setup[0], setup[1]
     max_links = setup[2] if len(setup) > 2 else None
     while (frame := _read_frame(stdin)) is not None:
-        request_id, leased, content_type, robots_tag, body = pickle.loads(frame)  # noqa: S301
-        fetched = Fetched(
-            method="GET", status=200, content_type=content_type, robots_tag=robots_tag, body=body
-        )
-        try:
-            parsed = parse_body(leased, fetched, scope, include_fragments, max_links)
-            reply: Reply = (
-                request_id,
-                [as_tuple(c) for c in parsed.children],
-                parsed.anchors,
-                None,
-                parsed.dropped,
-            )
-        except Exception as exc:  # the crawler parses this one itself and records it
-            reply = (request_id, None, None, f"{type(exc).__name__}: {exc}", 0)
-        stdout.write(encode(reply))
+        batch: list[Request] = pickle.loads(frame)  # noqa: S301
+        replies = [answer(request, scope, include_fragments, max_links) for request in batch]
+        stdout.write(encode(replies))
         stdout.flush()
+
+
+def answer(request: Request, scope: Scope, include_fragments: bool, max_links: int | None) -> Reply:
+    """The reply to one page: its links, or the error that makes the crawler parse it itself."""
+    request_id, (row_id, url, host, kind, depth, hop, attempts), content_type, robots_tag, body = (
+        request
+    )
+    leased = LeasedUrl(row_id, url, host, UrlKind(kind), depth, hop, attempts)
+    fetched = Fetched(
+        method="GET", status=200, content_type=content_type, robots_tag=robots_tag, body=body
+    )
+    try:
+        parsed = parse_body(leased, fetched, scope, include_fragments, max_links)
+    except Exception as exc:  # the crawler parses this one itself and records it
+        return (request_id, None, None, f"{type(exc).__name__}: {exc}", 0)
+    return (
+        request_id,
+        [as_tuple(c) for c in parsed.children],
+        parsed.anchors,
+        None,
+        parsed.dropped,
+    )
 
 
 def main() -> None:
@@ -86,6 +107,9 @@ def main() -> None:
     # helper killed under it would cost the pages it holds a second parse.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # As the crawler's loop (crawler.engine.loop.GC_YOUNG_THRESHOLD): a page's
+    # links are freed by reference counting, collections only walked them.
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     with contextlib.suppress(BrokenPipeError):  # the crawler is gone
         serve(sys.stdin.buffer, sys.stdout.buffer)
 

@@ -7,6 +7,10 @@ two requests that fetched it. ``ParsePool`` sends page bodies to
 
 It only ever saves work: when a helper dies or cannot start, every page it
 held, and every later one, is parsed in the crawler's own process as before.
+
+The pages handed over during one turn of the event loop go to a helper as one
+batch, written when the turn ends: one pipe write and one reply to read per
+batch, not per page, on the thread that saturates first.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ log = structlog.get_logger(__name__)
 
 START_TIMEOUT_S = 30.0
 CLOSE_TIMEOUT_S = 5.0
+MAX_BATCH_PAGES = 32  # a batch is written at once when it reaches this many pages
 
 
 @dataclass(eq=False)
@@ -38,6 +43,8 @@ class _Helper:
     pending: dict[int, asyncio.Future[Parsed | None]] = field(default_factory=dict)
     reader: asyncio.Task[None] | None = None
     alive: bool = True
+    outbox: list[parse_child.Request] = field(default_factory=list)  # the batch being made
+    flush: asyncio.Handle | None = None  # writes the batch when this turn of the loop ends
 
 
 class ParsePool:
@@ -81,28 +88,53 @@ class ParsePool:
 
     async def parse(self, leased: LeasedUrl, fetched: Fetched) -> Parsed | None:
         """The links of ``fetched`` as ``outcome.parse_body`` finds them, or None."""
-        helpers = [helper for helper in self._helpers if helper.alive]
-        if not helpers:
+        helpers = self._helpers
+        if len(helpers) != 1:
+            helpers = [helper for helper in helpers if helper.alive]
+            if not helpers:
+                return None
+        helper = helpers[0] if len(helpers) == 1 else min(helpers, key=_load)
+        if not helper.alive:
             return None
-        helper = min(helpers, key=lambda h: len(h.pending))
         stdin = helper.process.stdin
         assert stdin is not None
         request_id = next(self._ids)
-        future: asyncio.Future[Parsed | None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Parsed | None] = loop.create_future()
         helper.pending[request_id] = future
-        request: parse_child.Request = (
-            request_id,
-            leased,
-            fetched.content_type,
-            fetched.robots_tag,
-            fetched.body or b"",
+        helper.outbox.append(
+            (
+                request_id,
+                parse_child.row_tuple(leased),
+                fetched.content_type,
+                fetched.robots_tag,
+                fetched.body or b"",
+            )
         )
+        if len(helper.outbox) >= MAX_BATCH_PAGES:
+            self._flush(helper)
+        elif helper.flush is None:
+            helper.flush = loop.call_soon(self._flush, helper)
         try:
-            stdin.write(parse_child.encode(request))
-            await stdin.drain()
+            await stdin.drain()  # what earlier batches left unwritten bounds the next
         except (ConnectionError, RuntimeError) as exc:
             self._lost(helper, exc)
         return await future
+
+    def _flush(self, helper: _Helper) -> None:
+        """Write the batch made so far as one frame."""
+        if helper.flush is not None:
+            helper.flush.cancel()
+            helper.flush = None
+        batch, helper.outbox = helper.outbox, []
+        if not batch or not helper.alive:
+            return
+        stdin = helper.process.stdin
+        assert stdin is not None
+        try:
+            stdin.write(parse_child.encode(batch))
+        except (ConnectionError, RuntimeError) as exc:
+            self._lost(helper, exc)
 
     async def close(self) -> None:
         """Let the helpers see end of input and exit; kill any that do not."""
@@ -131,17 +163,16 @@ class ParsePool:
                 header = await stdout.readexactly(parse_child.FRAME.size)
                 (size,) = parse_child.FRAME.unpack(header)
                 data = await stdout.readexactly(size)
-                reply: parse_child.Reply = pickle.loads(data)  # noqa: S301 - our own child
-                request_id, children, anchors, error, dropped = reply
-                future = helper.pending.pop(request_id, None)
-                if future is None or future.done():
-                    continue
-                if error is not None or children is None:
-                    log.warning("parse_helper_error", error=error)
-                    future.set_result(None)
-                else:
-                    children_found = [_discovered(c) for c in children]
-                    future.set_result(Parsed(children_found, anchors, dropped))
+                replies: list[parse_child.Reply] = pickle.loads(data)  # noqa: S301 - our own child
+                for request_id, children, anchors, error, dropped in replies:
+                    future = helper.pending.pop(request_id, None)
+                    if future is None or future.done():
+                        continue
+                    if error is not None or children is None:
+                        log.warning("parse_helper_error", error=error)
+                        future.set_result(None)
+                    else:
+                        future.set_result(Parsed(_discovered(children), anchors, dropped))
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
             self._lost(helper, exc)
 
@@ -158,18 +189,39 @@ class ParsePool:
 
     @staticmethod
     def _fail_pending(helper: _Helper) -> None:
+        if helper.flush is not None:
+            helper.flush.cancel()
+            helper.flush = None
+        helper.outbox.clear()
         for future in helper.pending.values():
             if not future.done():
                 future.set_result(None)
         helper.pending.clear()
 
 
+def _load(helper: _Helper) -> int:
+    """Pages a helper holds; a lost one never takes more."""
+    return len(helper.pending) if helper.alive else sys.maxsize
+
+
 _KINDS = tuple(sorted(UrlKind))  # by value: an index is cheaper than an Enum call
+_RESULTS: dict[str | None, ResultClass | None] = {None: None} | {str(r): r for r in ResultClass}
 
 
-def _discovered(item: parse_child.ChildTuple) -> Discovered:
-    url, host, kind, element, fragment, result, reason, line, column = item
-    return Discovered(
-        url, host, _KINDS[kind], element, fragment,
-        None if result is None else ResultClass(result), reason, line, column,
-    )  # fmt: skip
+def _discovered(
+    children: list[parse_child.ChildTuple],
+    kinds: tuple[UrlKind, ...] = _KINDS,
+    results: dict[str | None, ResultClass | None] = _RESULTS,
+) -> list[Discovered]:
+    """The helper's tuples as records, on the event loop's thread: ~50 a page.
+
+    One comprehension building the named tuples with ``tuple.__new__`` (no
+    Python frame per link, no Enum call): about half the time of calling
+    ``Discovered`` per link.
+    """
+    new = tuple.__new__
+    return [
+        new(Discovered, (url, host, kinds[kind], element, fragment, results[result], reason,
+                         line, column))
+        for url, host, kind, element, fragment, result, reason, line, column in children
+    ]  # fmt: skip
