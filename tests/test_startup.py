@@ -95,3 +95,78 @@ def test_the_format_names_are_the_registry_s() -> None:
 
     assert tuple(report.registry()) == report.FORMATS
     assert report.registry() == report.REGISTRY
+
+
+TLS_PROBE = """
+import asyncio, json, socket, ssl
+from crawler.config import CrawlSettings
+from crawler.net import tls
+from crawler.net.fetch import Fetcher
+import aiohttp.connector as connector
+
+def loaded():
+    return connector._SSL_CONTEXT_VERIFIED.cert_store_stats()["x509_ca"]
+
+with socket.socket() as probe:  # a loopback port nothing listens on
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+seen = {"imported": [tls.deferred(), loaded()]}
+
+async def main():
+    async with Fetcher(CrawlSettings(max_retries=0)) as fetcher:
+        plain = await fetcher.check(f"http://127.0.0.1:{port}/", f"127.0.0.1:{port}")
+        seen["after http"] = [tls.deferred(), loaded(), plain.failure]
+        secure = await fetcher.check(f"https://127.0.0.1:{port}/", f"127.0.0.1:{port}")
+        seen["after https"] = [tls.deferred(), loaded(), secure.failure]
+
+asyncio.run(main())
+seen["system"] = ssl.create_default_context().cert_store_stats()["x509_ca"]
+print(json.dumps(seen))
+"""
+
+
+def test_the_ca_store_is_read_at_the_first_tls_connection_not_at_import() -> None:
+    """A crawl on http never reads the CA store; the first https request reads it first.
+
+    Both requests go to a closed loopback port: aiohttp picks the TLS context
+    before it connects, so the refused connection still shows which was read.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", TLS_PROBE], capture_output=True, text=True, timeout=60, check=True
+    )
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert seen["imported"] == [2, 0]  # aiohttp's two default contexts, neither loaded
+    assert seen["after http"] == [2, 0, "connection"]
+    assert seen["after https"] == [0, seen["system"], "connection"]
+
+
+EXIT_PROBE = """
+import atexit, sys, threading
+from concurrent.futures import ThreadPoolExecutor
+from crawler.cli.main import exit_now
+
+def lines():
+    started.wait(30)
+    for number in range(2000):
+        sys.stderr.write(f"{number}\\n")
+
+started = threading.Event()
+threading.Thread(target=lines).start()  # not a daemon: the exit waits for it
+ThreadPoolExecutor(1).submit(print, "from the executor").result()  # stays idle: no hang
+atexit.register(print, "atexit ran")
+print("buffered", end=" ")
+started.set()
+exit_now(2)
+"""
+
+
+def test_the_fast_exit_still_waits_flushes_and_runs_atexit() -> None:
+    """``exit_now`` skips the interpreter's teardown, not what teardown is for."""
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_PROBE], capture_output=True, text=True, timeout=60, check=False
+    )
+
+    assert done.returncode == 2
+    assert done.stdout == "from the executor\nbuffered atexit ran\n"
+    assert done.stderr.split() == [str(n) for n in range(2000)]
