@@ -9,11 +9,15 @@ time (bench/RESULTS.md).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from kit.sitekit import Page
 
 # What a crawl needs and these answers do not.
 CRAWL_MODULES = (
@@ -95,6 +99,8 @@ def test_the_format_names_are_the_registry_s() -> None:
 
     assert tuple(report.registry()) == report.FORMATS
     assert report.registry() == report.REGISTRY
+    # get() imports the one module it is asked for: the same format as the registry's.
+    assert all(report.get(name) is report.registry()[name] for name in report.FORMATS)
 
 
 TLS_PROBE = """
@@ -170,3 +176,54 @@ def test_the_fast_exit_still_waits_flushes_and_runs_atexit() -> None:
     assert done.returncode == 2
     assert done.stdout == "from the executor\nbuffered atexit ran\n"
     assert done.stderr.split() == [str(n) for n in range(2000)]
+
+
+CRAWL_PROBE = """
+import asyncio, json, sys
+spawned = []
+real_exec = asyncio.create_subprocess_exec
+
+async def recorded(*args, **kwargs):
+    spawned.append([str(a) for a in args[:3]])
+    return await real_exec(*args, **kwargs)
+
+asyncio.create_subprocess_exec = recorded
+from crawler.cli.main import main
+code = main(sys.argv[1:])
+from crawler.net import tls
+print(json.dumps({"code": code, "modules": sorted(sys.modules), "spawned": spawned,
+                  "ca_store_deferred": tls.deferred()}), file=sys.stderr)
+"""
+# What a one-page crawl on http with a JSON report has no use for.
+NOT_FOR_A_SMALL_CRAWL = (
+    "crawler.engine.joiner",  # `work --service`
+    "crawler.store.service",
+    "crawler.cli.manpage",
+    "crawler.report.text",  # the other formats
+    "crawler.report.csv",
+    "crawler.report.junit",
+    "crawler.report.html",
+    "crawler.report.sarif",
+)
+
+
+async def test_a_one_page_crawl_loads_and_starts_only_what_it_uses(
+    site_server, tmp_path: Path
+) -> None:
+    """No parse helper for 40 links, no CA store on http, no module of another command."""
+    links = [f"/p{i}" for i in range(40)]
+    server = await site_server({"/": Page(links=links), **{link: Page() for link in links}})
+    args = ["crawl", server.url("/"), "--max-depth", "0", "--db", str(tmp_path / "c.db")]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CRAWL_PROBE, *args, "-n", "--no-robots", "-f", "json",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    seen = json.loads(err.decode().strip().splitlines()[-1])
+
+    assert seen["code"] == 0
+    assert json.loads(out)["summary"]["links"] == 41
+    assert seen["spawned"] == []
+    assert seen["ca_store_deferred"] == 2
+    assert [m for m in NOT_FOR_A_SMALL_CRAWL if m in seen["modules"]] == []
+    assert "crawler.report.json" in seen["modules"]
