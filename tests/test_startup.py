@@ -191,8 +191,10 @@ asyncio.create_subprocess_exec = recorded
 from crawler.cli.main import main
 code = main(sys.argv[1:])
 from crawler.net import tls
+from pydantic.plugin import _loader
 print(json.dumps({"code": code, "modules": sorted(sys.modules), "spawned": spawned,
-                  "ca_store_deferred": tls.deferred()}), file=sys.stderr)
+                  "ca_store_deferred": tls.deferred(),
+                  "plugins_searched": _loader._plugins is not None}), file=sys.stderr)
 """
 # What a one-page crawl on http with a JSON report has no use for.
 NOT_FOR_A_SMALL_CRAWL = (
@@ -227,3 +229,4 @@ async def test_a_one_page_crawl_loads_and_starts_only_what_it_uses(
     assert seen["ca_store_deferred"] == 2
     assert [m for m in NOT_FOR_A_SMALL_CRAWL if m in seen["modules"]] == []
     assert "crawler.report.json" in seen["modules"]
+    assert seen["plugins_searched"] is False  # pydantic read no distribution's entry points
