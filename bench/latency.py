@@ -178,6 +178,7 @@ def measure_one(
                 stdout=work / "crawler.stdout",
                 stderr=work / "crawler.stderr",
                 env=measure.loopback_env(),
+                cwd=work,  # `python -m` puts its cwd first: not this checkout's crawler
             )
             proxy_cpu = proxy.cpu_s()
             floor_started = time.time()  # the floor's requests are not the crawl's
