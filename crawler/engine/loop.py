@@ -515,8 +515,8 @@ class Engine:
 
         With no fetch in flight (the end of a crawl, a chain of pages) nothing
         more is coming: commit at once, so the next lease finds the children.
-        The same when the frontier ran dry and every leased row is started
-        (``_starved``): the only new work is the children this commit holds.
+        The same when the frontier ran dry, every leased row is started and a
+        page's children wait (``_starved``): they are the only new work.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + COMMIT_GATHER_S
@@ -534,8 +534,14 @@ class Engine:
                 await asyncio.wait_for(self._writer_wake.wait(), left)
 
     def _starved(self) -> bool:
-        """Would free slots wait for this commit? The last lease took all there was, all started."""
-        return self._frontier_dry and self._buffered == 0 and self._leasing is None
+        """Would free slots wait for this commit? The last lease took all there was, all started,
+        and what waits to be committed holds new URLs (a check's outcome holds none)."""
+        return (
+            self._frontier_dry
+            and self._buffered == 0
+            and self._leasing is None
+            and any(outcome.children for outcome in self._outcomes)
+        )
 
     def _count(self, batch: list[Outcome], accepted: list[bool]) -> None:
         for outcome, ok in zip(batch, accepted, strict=True):
