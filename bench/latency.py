@@ -164,7 +164,12 @@ def measure_one(
         with DelayProxy((upstream_addr, upstream_port), delay_s) as proxy:
             db = work / "crawl.db"
             cmd = crawler_command(
-                proxy.origin + "/", db, work / "report.json", concurrency, args.crawler_arg
+                proxy.origin + "/",
+                db,
+                work / "report.json",
+                concurrency,
+                args.crawler_arg,
+                args.crawler_python,
             )
             log(f"crawling via the proxy: C={concurrency}, delay {delay_s * 1000:.0f} ms")
             m = measure.run_measured(
@@ -173,10 +178,15 @@ def measure_one(
                 stdout=work / "crawler.stdout",
                 stderr=work / "crawler.stderr",
                 env=measure.loopback_env(),
+                cwd=work,  # `python -m` puts its cwd first: not this checkout's crawler
             )
             proxy_cpu = proxy.cpu_s()
             floor_started = time.time()  # the floor's requests are not the crawl's
-            floor = floor_rate(proxy.origin, concurrency, requests=2 * args.pages)
+            floor = (
+                0.0
+                if args.no_floor
+                else floor_rate(proxy.origin, concurrency, requests=2 * args.pages)
+            )
         server.stop()
         entries = [e for e in server.entries() if e.at < floor_started]
     host = f"{upstream_addr}:{upstream_port}"
@@ -252,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=600.0)
     parser.add_argument("--keep", action="store_true", help="keep the crawl databases and logs")
     parser.add_argument("--crawler-arg", action="append", default=[], help="extra crawler flag")
+    parser.add_argument(
+        "--crawler-python",
+        help="run the crawler as PYTHON -m crawler.cli (another checkout's, for before/after)",
+    )
+    parser.add_argument("--no-floor", action="store_true", help="skip the bare client's run")
     parser.add_argument("--proxy", metavar="HOST:PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.proxy:  # the delaying proxy's own process (DelayProxy)
@@ -289,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(
             f"      floor (a bare aiohttp client, same proxy, same C): {r['floor_requests_per_s']}"
-            f" req/s; the crawler at {r['of_floor']:.0%} of it"
+            f" req/s; the crawler at {r['of_floor'] or 0:.0%} of it"
         )
     print(
         "  req/s and pages/s between the server's first and last request; bound: C / delay\n"
@@ -297,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     measure.append_result(
         {"bench": "latency", "n": args.pages, "rows": rows, "rev": measure.git_rev(),
+         "crawler_python": args.crawler_python,
          "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     )  # fmt: skip
     return 0

@@ -9,7 +9,12 @@ prints the same figures, plus the broken links found. Links leaving the
 loopback server are not requested (``--internal-only``): all traffic stays
 on loopback. ``--linkinator`` also runs linkinator (installed by
 bench/compare's installer) on the same server in the same run, so the two
-are timed on one machine.
+are timed on one machine. ``--lychee`` does the same with lychee (installed
+by bench/compare's installer), given every page of the tree as a URL
+(``--files-from``, as for the synthetic sites) and told to check only URLs on
+the loopback server (``--exclude`` every http(s) URL, ``--include`` the
+server's origin: lychee's includes win over its excludes), and prints each
+figure as a ratio to the crawler's.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import datetime as dt
 import glob
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -57,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--linkinator", action="store_true", help="also run linkinator on the same server"
     )
+    parser.add_argument(
+        "--lychee", action="store_true", help="also run lychee on the same docs, same run"
+    )
     args = parser.parse_args(argv)
     measure.install_signal_exit()
     docs = args.docs
@@ -87,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.linkinator:  # a server of its own: the crawl's is stopped by now
             with serve.Server([docs], kind=args.server, workdir=run_dir / "server2") as again:
                 other = run_linkinator(again.origins[0] + "/", run_dir, args)
+        if args.lychee:
+            with serve.Server([docs], kind=args.server, workdir=run_dir / "server3") as again:
+                other += run_lychee(again, docs, run_dir, args, fig)
     except KeyboardInterrupt:
         log("interrupted")
         return 130
@@ -153,6 +165,74 @@ def run_linkinator(url: str, run_dir: Path, args: argparse.Namespace) -> list[st
     return [
         f"linkinator, same server: {m.wall_s:.2f} s, peak RSS {m.peak_rss_bytes / 1e6:.1f} MB, "
         f"{len(internal)} broken on the docs' host: {', '.join(internal[:5])}"
+    ]
+
+
+def run_lychee(
+    server: serve.Server,
+    docs: Path,
+    run_dir: Path,
+    args: argparse.Namespace,
+    crawler: dict[str, object],
+) -> list[str]:
+    """lychee on every page of the docs, loopback only: its figures and their ratios to ours."""
+    problem = compare.install_lychee()
+    if problem is not None:
+        return [f"lychee: not run ({problem})"]
+    url = server.origins[0] + "/"
+    work = run_dir / "lychee"
+    work.mkdir()
+    listing = work / "pages.txt"
+    listing.write_text(
+        "".join(
+            f"{url}{page.relative_to(docs).as_posix()}\n" for page in sorted(docs.rglob("*.html"))
+        )
+    )
+    only_here = ["--exclude", "^https?://", "--include", "^" + re.escape(url)]
+    cmd = [*compare.lychee_args([f"--files-from={listing}"], args.concurrency), *only_here]
+    log(f"lychee: {' '.join(cmd)}")
+    m = measure.run_measured(
+        cmd,
+        timeout_s=args.timeout_s,
+        stdout=work / "stdout",
+        stderr=work / "stderr",
+        env=measure.loopback_env(),
+        cwd=work,
+    )
+    server.stop()
+    entries = list(server.entries())
+    stats = measure.log_stats(entries)
+    try:
+        found = compare.lychee_broken(work / "stdout")
+    except (OSError, ValueError) as exc:
+        return [f"lychee: cannot read its output: {exc}"]
+    # lychee lists each fragment of a broken page as a URL of its own: count pages.
+    broken = {u.partition("#")[0] for u in found}
+    outside = [u for u in broken if not u.startswith(url)]
+    ours = (
+        float(crawler["elapsed_s"]),  # type: ignore[arg-type]
+        float(crawler["cpu_s"]),  # type: ignore[arg-type]
+        float(crawler["peak_rss_mb"]),  # type: ignore[arg-type]
+        int(crawler["requests"]),  # type: ignore[call-overload]
+    )
+    theirs = (m.wall_s, m.cpu_s, m.peak_rss_bytes / 1e6, stats.requests)
+    ratios = ", ".join(f"{t / o:.2f}" if o else "-" for t, o in zip(theirs, ours, strict=True))
+    crawler["lychee"] = {
+        "version": compare.lychee_version(),
+        "wall_s": round(m.wall_s, 2),
+        "cpu_s": m.cpu_s,
+        "peak_rss_mb": round(m.peak_rss_bytes / 1e6, 1),
+        "requests": stats.requests,
+        "duplicate_requests": stats.duplicate_requests,
+        "broken_found": len(broken),
+        "returncode": m.returncode,
+    }
+    return [
+        f"{compare.lychee_version()}, same docs, another server of the same kind: "
+        f"{m.wall_s:.2f} s, CPU {m.cpu_s:.2f} s, peak RSS {m.peak_rss_bytes / 1e6:.1f} MB, "
+        f"{stats.requests} requests ({stats.duplicate_requests} repeated), "
+        f"{len(broken)} broken ({len(outside)} off the server), exit {m.returncode}",
+        f"lychee / crawler: wall, CPU, RSS, requests = {ratios}",
     ]
 
 

@@ -137,6 +137,7 @@ def crawl_and_measure(
         stderr=run_dir / "crawler.stderr",
         watch_file=Path(f"{db}-wal"),
         env=_crawler_env(python),
+        cwd=run_dir,  # `python -m` puts its cwd first: not this checkout's crawler
     )
     server.stop()
     with (run_dir / "samples.csv").open("w") as handle:

@@ -5,8 +5,9 @@
 
 Writes one page linking to ``--links`` pages of the same site (one in 50
 missing: 404), serves it on loopback (nginx, else the Python server of
-``serve.py``), then runs, in fresh processes, one after another and
-``--repeat`` times each, the median reported:
+``serve.py``), then runs, in fresh processes, ``--repeat`` rounds of each
+tool once (so a change of the machine's load falls on all alike), the median
+reported (``--crawler-python PY`` adds another checkout's crawler):
 
 - ``crawler crawl URL --max-depth 0``: the whole CLI (start-up, SQLite,
   report), with ``--max-concurrency N --host-concurrency N``;
@@ -101,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
+    parser.add_argument(
+        "--crawler-python",
+        help="also run PYTHON -m crawler.cli (another checkout's, for before/after)",
+    )
     args = parser.parse_args(argv)
     measure.install_signal_exit()
     measure.compile_package()
@@ -108,7 +113,6 @@ def main(argv: list[str] | None = None) -> int:
     if lychee_problem:
         log(f"lychee skipped: {lychee_problem}")
     n = str(args.concurrency)
-    results: list[Figures] = []
     with tempfile.TemporaryDirectory(prefix="single-page-") as tmp:
         work = Path(tmp)
         broken = write_site(work / "site", args.links)
@@ -128,16 +132,22 @@ def main(argv: list[str] | None = None) -> int:
             }  # fmt: skip
             if lychee_problem:
                 del commands["lychee"]
-            for tool, cmd in commands.items():
-                runs = []
-                for _ in range(args.repeat):
+            if args.crawler_python:  # another checkout's crawler, in the same rounds
+                commands["crawler (other)"] = [
+                    args.crawler_python, "-m", "crawler.cli", *commands["crawler"][1:]
+                ]  # fmt: skip
+            # Round by round, every tool once per round: a change of the machine's
+            # load falls on all of them alike, so their ratios hold.
+            runs: dict[str, list[Figures]] = {tool: [] for tool in commands}
+            for _ in range(args.repeat):
+                for tool, cmd in commands.items():
                     db.unlink(missing_ok=True)
-                    runs.append(run_once(tool, cmd, work))
-                results.append(median(runs))
+                    runs[tool].append(run_once(tool, cmd, work))
+            results = [median(r) for r in runs.values()]
     lychee = next((r for r in results if r.tool == "lychee"), None)
     print(
         f"\n== one page, {args.links} links to pages of the same site ({broken} broken), "
-        f"concurrency {args.concurrency}, server {server.kind}, median of {args.repeat}"
+        f"concurrency {args.concurrency}, server {server.kind}, median of {args.repeat} rounds"
     )
     print(
         f"  {'tool':<15}{'wall s':>8}{'CPU s':>8}{'RSS MB':>8}{'exit':>6}"

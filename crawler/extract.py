@@ -16,7 +16,6 @@ from operator import sub
 
 from selectolax.lexbor import LexborHTMLParser
 
-from crawler import extract_stream
 from crawler.models import Extracted, RawLink
 
 # Larger documents are tokenized, not built into a tree: Lexbor's tree costs
@@ -265,6 +264,8 @@ def extract_links(html: str, limit: int | None = None) -> Extracted:
     """
     found = Found(limit)
     if len(html) > STREAM_ABOVE_CHARS:
+        from crawler import extract_stream  # html.parser: for the rare huge page only
+
         extract_stream.read_tags(html, found)
         return found.extracted()
     root = _parser(html).root

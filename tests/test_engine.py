@@ -6,10 +6,14 @@ Every test runs once on a SQLite file and once on a fresh PostgreSQL database
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from crawler.engine import loop
+
 from kit.crawlkit import comparable, crawl
-from kit.sitekit import Page, SiteServer
+from kit.sitekit import Page, SiteServer, wait_until
 
 
 def gets(server: SiteServer) -> dict[str, int]:
@@ -219,3 +223,31 @@ async def test_second_crawl_keeps_the_first(site_server, any_db: str) -> None:
     second = await crawl(any_db, [server.url("/")])
     assert (first.crawl.id, first.summary.broken) == (1, 0)
     assert (second.crawl.id, second.summary.broken) == (2, 1)
+
+
+async def test_a_starved_engine_commits_a_page_at_once(
+    site_server, any_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the frontier dry and every leased row started, a page's children go in at once.
+
+    The group commit would otherwise wait for more outcomes (up to its
+    gathering time, made endless here) while a slow response is out, and the
+    free slots would wait with it: the next level starts before /slow answers.
+    """
+    monkeypatch.setattr(loop, "COMMIT_GATHER_S", 3600.0)
+    site = {
+        "/": Page(links=["/a", "/slow"]),
+        "/a": Page(links=["/b"]),
+        "/b": Page(),
+        "/slow": Page(delay_s=3600.0),  # answers when the server is told to close
+    }
+    server = await site_server(site)
+    crawling = asyncio.create_task(crawl(any_db, [server.url("/")]))
+    try:
+        await wait_until(lambda: server.count("/b"), timeout=30, message="/b asked, /slow held")
+        assert server.count("/slow") == 1
+    finally:
+        server._closing.set()  # /slow answers now
+        data = await crawling
+    assert data.summary.pages == 4
+    assert max(gets(server).values()) == 1

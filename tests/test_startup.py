@@ -9,11 +9,15 @@ time (bench/RESULTS.md).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from kit.sitekit import Page
 
 # What a crawl needs and these answers do not.
 CRAWL_MODULES = (
@@ -95,3 +99,136 @@ def test_the_format_names_are_the_registry_s() -> None:
 
     assert tuple(report.registry()) == report.FORMATS
     assert report.registry() == report.REGISTRY
+    # get() imports the one module it is asked for: the same format as the registry's.
+    assert all(report.get(name) is report.registry()[name] for name in report.FORMATS)
+
+
+TLS_PROBE = """
+import asyncio, json, socket, ssl
+from crawler.config import CrawlSettings
+from crawler.net import tls
+from crawler.net.fetch import Fetcher
+import aiohttp.connector as connector
+
+def loaded():
+    return connector._SSL_CONTEXT_VERIFIED.cert_store_stats()["x509_ca"]
+
+with socket.socket() as probe:  # a loopback port nothing listens on
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+seen = {"imported": [tls.deferred(), loaded()]}
+
+async def main():
+    async with Fetcher(CrawlSettings(max_retries=0)) as fetcher:
+        plain = await fetcher.check(f"http://127.0.0.1:{port}/", f"127.0.0.1:{port}")
+        seen["after http"] = [tls.deferred(), loaded(), plain.failure]
+        secure = await fetcher.check(f"https://127.0.0.1:{port}/", f"127.0.0.1:{port}")
+        seen["after https"] = [tls.deferred(), loaded(), secure.failure]
+
+asyncio.run(main())
+seen["system"] = ssl.create_default_context().cert_store_stats()["x509_ca"]
+print(json.dumps(seen))
+"""
+
+
+def test_the_ca_store_is_read_at_the_first_tls_connection_not_at_import() -> None:
+    """A crawl on http never reads the CA store; the first https request reads it first.
+
+    Both requests go to a closed loopback port: aiohttp picks the TLS context
+    before it connects, so the refused connection still shows which was read.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", TLS_PROBE], capture_output=True, text=True, timeout=60, check=True
+    )
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert seen["imported"] == [2, 0]  # aiohttp's two default contexts, neither loaded
+    assert seen["after http"] == [2, 0, "connection"]
+    assert seen["after https"] == [0, seen["system"], "connection"]
+
+
+EXIT_PROBE = """
+import atexit, sys, threading
+from concurrent.futures import ThreadPoolExecutor
+from crawler.cli.main import exit_now
+
+def lines():
+    started.wait(30)
+    for number in range(2000):
+        sys.stderr.write(f"{number}\\n")
+
+started = threading.Event()
+threading.Thread(target=lines).start()  # not a daemon: the exit waits for it
+ThreadPoolExecutor(1).submit(print, "from the executor").result()  # stays idle: no hang
+atexit.register(print, "atexit ran")
+print("buffered", end=" ")
+started.set()
+exit_now(2)
+"""
+
+
+def test_the_fast_exit_still_waits_flushes_and_runs_atexit() -> None:
+    """``exit_now`` skips the interpreter's teardown, not what teardown is for."""
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_PROBE], capture_output=True, text=True, timeout=60, check=False
+    )
+
+    assert done.returncode == 2
+    assert done.stdout == "from the executor\nbuffered atexit ran\n"
+    assert done.stderr.split() == [str(n) for n in range(2000)]
+
+
+CRAWL_PROBE = """
+import asyncio, json, sys
+spawned = []
+real_exec = asyncio.create_subprocess_exec
+
+async def recorded(*args, **kwargs):
+    spawned.append([str(a) for a in args[:3]])
+    return await real_exec(*args, **kwargs)
+
+asyncio.create_subprocess_exec = recorded
+from crawler.cli.main import main
+code = main(sys.argv[1:])
+from crawler.net import tls
+from pydantic.plugin import _loader
+print(json.dumps({"code": code, "modules": sorted(sys.modules), "spawned": spawned,
+                  "ca_store_deferred": tls.deferred(),
+                  "plugins_searched": _loader._plugins is not None}), file=sys.stderr)
+"""
+# What a one-page crawl on http with a JSON report has no use for.
+NOT_FOR_A_SMALL_CRAWL = (
+    "crawler.engine.joiner",  # `work --service`
+    "crawler.store.service",
+    "crawler.cli.manpage",
+    "crawler.report.text",  # the other formats
+    "crawler.report.csv",
+    "crawler.report.junit",
+    "crawler.report.html",
+    "crawler.report.sarif",
+    "tomllib",  # no config file where it runs
+    "html.parser",  # no page too big for the tree parser
+)
+
+
+async def test_a_one_page_crawl_loads_and_starts_only_what_it_uses(
+    site_server, tmp_path: Path
+) -> None:
+    """No parse helper for 40 links, no CA store on http, no module of another command."""
+    links = [f"/p{i}" for i in range(40)]
+    server = await site_server({"/": Page(links=links), **{link: Page() for link in links}})
+    args = ["crawl", server.url("/"), "--max-depth", "0", "--db", str(tmp_path / "c.db")]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CRAWL_PROBE, *args, "-n", "--no-robots", "-f", "json",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=tmp_path,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    seen = json.loads(err.decode().strip().splitlines()[-1])
+
+    assert seen["code"] == 0
+    assert json.loads(out)["summary"]["links"] == 41
+    assert seen["spawned"] == []
+    assert seen["ca_store_deferred"] == 2
+    assert [m for m in NOT_FOR_A_SMALL_CRAWL if m in seen["modules"]] == []
+    assert "crawler.report.json" in seen["modules"]
+    assert seen["plugins_searched"] is False  # pydantic read no distribution's entry points

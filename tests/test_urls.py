@@ -6,6 +6,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from crawler import urls
 from crawler.errors import InvalidURLError
 from crawler.urls import (
     MAX_URL_CHARS,
@@ -519,3 +520,23 @@ def test_resolve_key_takes_only_plain_links(raw: str, handled: bool) -> None:
     assert (fast is not None) == handled
     if fast is not None:
         assert fast == normalize(resolve(raw, "http://example.com/a/b.html"))
+
+
+def _c0_control_set(code: int) -> bool:
+    return code < 0x20 or code > 0x7E  # C0 controls, and every code point past "~"
+
+
+PERCENT_ENCODE_SETS = {
+    # name: the WHATWG URL Standard's definition (each set is the one before plus more)
+    "_FRAGMENT_SET": lambda c: _c0_control_set(c) or chr(c) in ' "<>`',
+    "_QUERY_SET": lambda c: _c0_control_set(c) or chr(c) in " \"#<>'",  # special-query
+    "_PATH_SET": lambda c: _c0_control_set(c) or chr(c) in ' "#<>?`{}',
+    "_USERINFO_SET": lambda c: _c0_control_set(c) or chr(c) in ' "#<>?`{}/:;=@[\\]^|',
+}
+SOME_CODE_POINTS = [*range(0x3000), 0xD800, 0xDFFF, 0xE000, 0xFFFD, 0xFFFF, 0x10000, 0x10FFFF]
+
+
+@pytest.mark.parametrize("name", sorted(PERCENT_ENCODE_SETS))
+def test_the_percent_encode_sets_are_the_standard_s(name: str) -> None:
+    pattern, defined = getattr(urls, name), PERCENT_ENCODE_SETS[name]
+    assert [c for c in SOME_CODE_POINTS if bool(pattern.fullmatch(chr(c))) != defined(c)] == []

@@ -27,7 +27,6 @@ from crawler.cli.exits import (
     EXIT_SIGTERM,
 )
 from crawler.config import CrawlSettings, RunOptions
-from crawler.engine import joiner as joiner_mod
 from crawler.engine import runner, workers
 from crawler.errors import DatabaseFailedError, DiskFullError, InvalidURLError, UsageError
 from crawler.report import diff_formats
@@ -163,6 +162,8 @@ def _work(args: argparse.Namespace, run: RunOptions) -> int:
 
 def _join_service(run: RunOptions, *, exit_when_idle: bool) -> int:
     """``crawler work --service``: join the service's crawls until a signal (or idle)."""
+
+    from crawler.engine import joiner as joiner_mod  # the service's store: not for a crawl
 
     async def serve() -> int | None:
         joiner = joiner_mod.Joiner(run, exit_when_idle=exit_when_idle)

@@ -18,7 +18,6 @@ line, ``#`` comments) add to ``exclude`` whatever file is used.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +54,8 @@ class Loaded:
 
 def read_toml(path: Path) -> dict[str, Any]:
     """A TOML file as a dict; UsageError naming the file when it cannot be read."""
+    import tomllib  # only when there is a file to read
+
     try:
         with path.open("rb") as handle:
             return tomllib.load(handle)

@@ -12,7 +12,7 @@ import sys
 from typing import NoReturn
 
 from crawler import __version__
-from crawler.cli import completion, manpage, options
+from crawler.cli import completion, options
 from crawler.cli.exits import EXIT_USAGE
 from crawler.report import FORMATS
 from crawler.report.diff_formats import DIFF_FORMATS
@@ -206,5 +206,7 @@ def _completion(args: argparse.Namespace) -> int:
 
 def _man(args: argparse.Namespace) -> int:
     del args
+    from crawler.cli import manpage  # only for --man
+
     sys.stdout.write(manpage.render(build_parser()))
     return 0

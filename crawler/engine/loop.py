@@ -529,16 +529,33 @@ class Engine:
 
         With no fetch in flight (the end of a crawl, a chain of pages) nothing
         more is coming: commit at once, so the next lease finds the children.
+        The same when the frontier ran dry, every leased row is started and a
+        page's children wait (``_starved``): they are the only new work.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + COMMIT_GATHER_S
-        while not self._draining and self._running and len(self._outcomes) < COMMIT_GATHER_ROWS:
+        while (
+            not self._draining
+            and self._running
+            and len(self._outcomes) < COMMIT_GATHER_ROWS
+            and not self._starved()
+        ):
             left = deadline - loop.time()
             if left <= 0:
                 return
             self._writer_wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._writer_wake.wait(), left)
+
+    def _starved(self) -> bool:
+        """Would free slots wait for this commit? The last lease took all there was, all started,
+        and what waits to be committed holds new URLs (a check's outcome holds none)."""
+        return (
+            self._frontier_dry
+            and self._buffered == 0
+            and self._leasing is None
+            and any(outcome.children for outcome in self._outcomes)
+        )
 
     def _count(self, batch: list[Outcome], accepted: list[bool]) -> None:
         for outcome, ok in zip(batch, accepted, strict=True):
