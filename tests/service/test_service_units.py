@@ -27,7 +27,7 @@ from crawler.service.state import field_path
         "127.1",
         "0x7f.1",
         "2130706433",
-        "10.0.0.1",
+        "10.0.0.1",  # private hosts here are only classified, never connected to
         "172.16.5.4",
         "192.168.1.1",
         "169.254.169.254",
