@@ -11,7 +11,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,10 +20,10 @@ from types import TracebackType
 from typing import Any, Self
 
 from kit.sitekit import wait_until_sync
+from kit.stoppable import Stoppable
 
 TOKEN = "test-token-0123456789abcdef"  # noqa: S105 - a test token, not a secret
 START_TIMEOUT_S = 15.0
-STOP_TIMEOUT_S = 20.0
 HTTP_TIMEOUT_S = 15.0
 TERMINAL = frozenset({"finished", "cancelled", "failed"})
 
@@ -46,7 +45,7 @@ class Answer:
 
 
 @dataclass
-class ServiceProcess:
+class ServiceProcess(Stoppable):
     """A service subprocess on a free port; a context manager that always stops it."""
 
     data_dir: Path
@@ -97,27 +96,6 @@ class ServiceProcess:
         if self.process.poll() is not None:
             raise AssertionError(f"the service exited with {self.process.returncode}:\n{self.log}")
         return False
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup at all, as a crashed container."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(STOP_TIMEOUT_S)
-
-    def terminate(self) -> int:
-        """SIGTERM, and wait for a graceful exit; returns the exit code."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(STOP_TIMEOUT_S)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_TIMEOUT_S)
 
     def __enter__(self) -> Self:
         try:

@@ -22,12 +22,11 @@ import asyncpg
 
 from kit.pgkit import run_async
 from kit.servicekit import json_log_lines
-
-STOP_TIMEOUT_S = 20.0
+from kit.stoppable import Stoppable
 
 
 @dataclass
-class WorkerProcess:
+class WorkerProcess(Stoppable):
     """``python -m crawler.cli work --service --db URL``; a context manager that stops it."""
 
     db: str
@@ -66,25 +65,6 @@ class WorkerProcess:
     def freeze(self) -> None:
         """SIGSTOP: the process holds its leases and does nothing more."""
         os.kill(self.pid, signal.SIGSTOP)
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(STOP_TIMEOUT_S)
-
-    def terminate(self) -> int:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(STOP_TIMEOUT_S)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_TIMEOUT_S)
 
     def __enter__(self) -> Self:
         return self.start()
