@@ -302,6 +302,23 @@ def run_tool(
     )
 
 
+@dataclass(frozen=True)
+class Peer:
+    """Another link checker: how to install it, run it, and read the broken links it printed."""
+
+    label: str
+    install: Callable[[], str | None]
+    make_cmd: Callable[..., list[str]]  # (url, work, concurrency), lychee's with pages=
+    parse: Callable[[Path], dict[str, list[str]]]
+
+
+PEERS = {
+    "lychee": Peer("lychee", install_lychee, lychee_cmd, lychee_broken),
+    "linkchecker": Peer("LinkChecker", install_linkchecker, linkchecker_cmd, linkchecker_broken),
+    "linkinator": Peer("linkinator", install_linkinator, linkinator_cmd, linkinator_broken),
+}
+
+
 def run_crawler(site_dir: Path, run_dir: Path, args: argparse.Namespace) -> Row:
     work = run_dir / "crawler"
     work.mkdir(parents=True)
@@ -409,49 +426,21 @@ def main(argv: list[str] | None = None) -> int:
         for tool in wanted:
             if tool == "crawler":
                 rows.append(run_crawler(site_dir, run_dir, args))
-            elif tool == "lychee":
-                problem = install_lychee()
+            elif tool in PEERS:
+                peer = PEERS[tool]
+                problem = peer.install()
                 if problem:
-                    log(f"lychee skipped: {problem}")
-                    rows.append(Row("lychee", False, problem))
+                    log(f"{peer.label} skipped: {problem}")
+                    rows.append(Row(tool, False, problem))
                     continue
+                make_cmd = peer.make_cmd
+                if tool == "lychee":  # lychee does not recurse: it is given every page
+                    make_cmd = functools.partial(lychee_cmd, pages=args.pages)
                 rows.append(
                     run_tool(
-                        "lychee",
-                        functools.partial(lychee_cmd, pages=args.pages),
-                        lychee_broken,
-                        site_dir=site_dir,
-                        run_dir=run_dir,
-                        args=args,
-                    )
-                )
-            elif tool == "linkchecker":
-                problem = install_linkchecker()
-                if problem:
-                    log(f"LinkChecker skipped: {problem}")
-                    rows.append(Row("linkchecker", False, problem))
-                    continue
-                rows.append(
-                    run_tool(
-                        "linkchecker",
-                        linkchecker_cmd,
-                        linkchecker_broken,
-                        site_dir=site_dir,
-                        run_dir=run_dir,
-                        args=args,
-                    )
-                )
-            elif tool == "linkinator":
-                problem = install_linkinator()
-                if problem:
-                    log(f"linkinator skipped: {problem}")
-                    rows.append(Row("linkinator", False, problem))
-                    continue
-                rows.append(
-                    run_tool(
-                        "linkinator",
-                        linkinator_cmd,
-                        linkinator_broken,
+                        tool,
+                        make_cmd,
+                        peer.parse,
                         site_dir=site_dir,
                         run_dir=run_dir,
                         args=args,
