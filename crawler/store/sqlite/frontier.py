@@ -98,6 +98,10 @@ class Frontier:
         self._max_urls = max_urls
         self._seen: OrderedDict[str, Known] = OrderedDict()
         self._seen_cap = seen_cache_size
+        # The table's max(id) as of which the cache holds every URL of this
+        # crawl (``_cache_is_whole``); None when it may not.
+        self._whole_through: int | None = None
+        self._whole_tried = False
         self._host_ids: OrderedDict[str, int] = OrderedDict()
         self._host_names: dict[int, str] = {}
         self._url_count: int | None = None
@@ -114,6 +118,8 @@ class Frontier:
         try:
             with atomic(self._conn):
                 self.add_seeds(seeds, now)
+                if self._whole_through is not None:  # the seeds are in the cache too
+                    self._whole_through = self._max_id()
         except BaseException:
             self._forget_uncommitted()
             raise
@@ -330,7 +336,7 @@ class Frontier:
         for outcome in done:
             if completion.settles(outcome) and (known := seen.get(outcome.leased.url)):
                 seen[outcome.leased.url] = (known[0], known[1], 1)
-        new = _NewUrls(self._conn, self._absent_from(done))
+        new = _NewUrls(self._conn, None if self._cache_is_whole() else self._absent_from(done))
         if self._max_urls is not None:
             self._count_urls()  # exact now, kept exact by _bump_count
         rows = completion.Rows()
@@ -375,6 +381,8 @@ class Frontier:
                 )
         new.flush()
         rows.write(self._conn)
+        if self._whole_through is not None:
+            self._whole_through = self._max_id()
 
     def _find(
         self, item: Discovered, depth: int, hop: int, now: float, new: _NewUrls
@@ -389,14 +397,18 @@ class Frontier:
         cached = self._seen.get(item.url)
         if cached is not None and cached[1] >= item.kind:
             return cached
+        # While the cache is whole (``new.absent`` None) every miss is a new URL.
+        absent = new.absent
+        is_new = self._whole_through is not None if absent is None else item.url in absent
         if (
             cached is None
-            and item.url in new.absent
+            and is_new
             and item.kind != UrlKind.SKIP
             and (item.kind != UrlKind.CHECK or self._max_cache_age_s is None)
             and (self._max_urls is None or self._count_urls() < self._max_urls)
         ):
-            new.absent.discard(item.url)
+            if new.absent is not None:
+                new.absent.discard(item.url)
             host_id = self._host_id(item.host) if item.host else None
             url_id = new.add(self.crawl_id, item.url, host_id, int(item.kind), depth, hop)
             self._bump_count()
@@ -456,6 +468,40 @@ class Frontier:
             url_id, kind, settled = row
         return self._remember(item.url, url_id, kind, settled)
 
+    def _cache_is_whole(self) -> bool:
+        """Whether the cache holds every URL of this crawl: then a miss is a new URL.
+
+        True while this writer made or loaded every row of the crawl and the
+        cache never dropped one (the crawl is under half its size): a
+        10,000-page crawl's links then need no probe at all. The table's
+        ``max(id)`` tells whether another process added rows since this
+        writer's last commit; the crawl's rows are loaded once, at the first
+        batch, if they fit.
+        """
+        if self._whole_through is not None:
+            if self._max_id() == self._whole_through:
+                return True
+            self._whole_through = None  # another writer added rows: probe from now on
+        if self._whole_tried:
+            return False
+        self._whole_tried = True
+        top = self._max_id()
+        limit = self._seen_cap // 2
+        rows = self._conn.execute(
+            "SELECT url, id, kind, settled FROM url WHERE crawl_id = ? LIMIT ?",
+            (self.crawl_id, limit + 1),
+        ).fetchall()
+        if len(rows) > limit:
+            return False
+        for url, url_id, kind, settled in rows:
+            self._remember(url, url_id, kind, settled)
+        self._whole_through = top
+        return True
+
+    def _max_id(self) -> int:
+        (top,) = self._conn.execute("SELECT max(id) FROM url").fetchone()
+        return int(top or 0)
+
     def _absent_from(self, done: Sequence[Outcome]) -> set[str]:
         """Look up the batch's links the cache misses, a few statements for all; return the absent.
 
@@ -514,12 +560,14 @@ class Frontier:
         self._host_ids.clear()
         self._host_names.clear()
         self._url_count = None
+        self._whole_through = None
 
     def _remember(self, url: str, url_id: int, kind: int, settled: int) -> Known:
         known = self._seen[url] = (url_id, kind, settled)
         self._seen.move_to_end(url)
         if len(self._seen) > self._seen_cap:
             self._seen.popitem(last=False)
+            self._whole_through = None
         return known
 
     def _existing_id(self, url: str) -> int | None:
@@ -591,9 +639,11 @@ class _NewUrls:
     row's id is SQLite's own choice, ``max(id) + 1``: read once, counted on.
     """
 
-    def __init__(self, conn: sqlite3.Connection, absent: set[str]) -> None:
+    def __init__(self, conn: sqlite3.Connection, absent: set[str] | None) -> None:
         self._conn = conn
-        self.absent = absent  # the batch's URLs not in the table when it began
+        # The batch's URLs not in the table when it began; None when the
+        # writer's cache holds the whole crawl (every miss is new).
+        self.absent = absent
         self.next_id: int | None = None
         self._rows: list[tuple[int, int, str, int | None, int, int, int]] = []
 
