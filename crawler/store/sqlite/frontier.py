@@ -330,7 +330,9 @@ class Frontier:
         """Children, redirect targets, links, results of a batch's accepted completions.
 
         The per-link work is a cache lookup and a tuple: new URLs get their ids
-        here (``_NewUrls``) and every table is written once for the batch.
+        here (``_NewUrls``) and every table is written once for the batch. A
+        hit is not moved to the cache's end (a call less per link): the cache
+        drops its oldest entries first, and a dropped URL is only looked up again.
         """
         seen = self._seen
         for outcome in done:
