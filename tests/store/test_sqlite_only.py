@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from contractkit import BROKEN, T0, TTL, Plan, disc, drain, u
+from contractkit import BROKEN, T0, TTL, Plan, disc, drain, outcome, u
 
 from crawler.config import CrawlSettings
 from crawler.engine import runner
@@ -291,6 +291,88 @@ def test_counting_fresh_links_seeks_instead_of_scanning(conn: sqlite3.Connection
     f.enqueue([disc(u(""))], T0)
     asyncio.run(drain(_Async(f), Plan(children={u(""): [disc(u("a")), disc(u("b"))]})))
     assert links.fresh_rows(conn) == conn.execute("SELECT count(*) FROM link_fresh").fetchone()[0]
+
+
+# -- the group commit's new URLs: ids given by the writer, inserted together ------------
+
+
+def _linked_site() -> Plan:
+    """Pages linking to each other and to shared images, with repeats and an upgrade."""
+    img = disc(u("i.png"), UrlKind.CHECK, element="img")
+    children = {u(""): [disc(u(f"p{i}")) for i in range(8)] + [img, disc(u("late"), UrlKind.CHECK)]}
+    for i in range(8):
+        children[u(f"p{i}")] = [
+            disc(u(f"p{(i + 1) % 8}")),
+            disc(u(f"q{i}")),
+            disc(u(f"q{i}")),  # twice on one page: one link
+            img,
+            disc(u(""), fragment="top"),
+            disc(u("late")),  # found as a check, then as a page: upgraded
+        ]
+    return Plan(results={u("q3"): BROKEN}, children=children, redirects={u("q5"): u("q6")})
+
+
+def _stored(conn: sqlite3.Connection, crawl_id: int) -> tuple[object, ...]:
+    rows = conn.execute(
+        "SELECT url, kind, depth, hop, state, settled FROM url WHERE crawl_id = ? ORDER BY url",
+        (crawl_id,),
+    ).fetchall()
+    edges = conn.execute(
+        "SELECT t.url, s.url, l.fragment, l.element FROM link l "
+        "JOIN url t ON t.id = l.target_id JOIN url s ON s.id = l.source_id "
+        "WHERE s.crawl_id = ? ORDER BY 1, 2, 3",
+        (crawl_id,),
+    ).fetchall()
+    return rows, edges, results.summary(conn, crawl_id), results.broken_links(conn, crawl_id)
+
+
+def test_a_cache_smaller_than_a_batch_stores_the_same_rows(conn: sqlite3.Connection) -> None:
+    """Evictions mid-batch: a URL the cache dropped is found again, never inserted twice."""
+    stored = []
+    for size in (50_000, 2):
+        crawl_id = crawls.create(conn, [], {}, T0)
+        f = Frontier(conn, crawl_id, seen_cache_size=size)
+        f.enqueue([disc(u(""))], T0)
+        asyncio.run(drain(_Async(f), _linked_site()))
+        stored.append(_stored(conn, crawl_id))
+    assert stored[0] == stored[1]
+    assert len(stored[0][0]) == 19  # type: ignore[arg-type]
+
+
+def test_rows_another_writer_added_between_batches_are_found(conn: sqlite3.Connection) -> None:
+    """The cache holds the whole crawl until another writer adds rows: then it probes again."""
+    f = new_frontier(conn)
+    other = Frontier(conn, f.crawl_id)  # another process on the same crawl
+    f.enqueue([disc(u(""))], T0)
+    (root,) = f.lease("w1", 10, TTL, T0)
+    assert f.complete("w1", [outcome(root, children=[disc(u("a"))])], T0) == [True]
+    other.enqueue([disc(u("b")), disc(u("c"), UrlKind.CHECK)], T0)
+    (a,) = [x for x in f.lease("w1", 10, TTL, T0) if x.url == u("a")]
+    children = [disc(u("b")), disc(u("c")), disc(u("d"))]  # c found again, as a page
+    assert f.complete("w1", [outcome(a, children=children)], T0) == [True]
+    rows = conn.execute(
+        "SELECT url, kind FROM url WHERE crawl_id = ? ORDER BY url", (f.crawl_id,)
+    ).fetchall()
+    assert rows == [(u(""), 3), (u("a"), 3), (u("b"), 3), (u("c"), 3), (u("d"), 3)]
+    targets = conn.execute(
+        "SELECT t.url FROM link l JOIN url t ON t.id = l.target_id WHERE l.source_id = ? "
+        "ORDER BY 1",
+        (a.id,),
+    ).fetchall()
+    assert targets == [(u("b"),), (u("c"),), (u("d"),)]
+
+
+def test_a_row_completed_twice_in_one_batch_is_accepted_once(conn: sqlite3.Connection) -> None:
+    f = new_frontier(conn)
+    f.enqueue([disc(u("")), disc(u("x"))], T0)
+    leased = {x.url: x for x in f.lease("w1", 10, TTL, T0)}
+    root, x = leased[u("")], leased[u("x")]
+    outs = [outcome(root, children=[disc(u("y"))]), outcome(x), outcome(root, BROKEN)]
+    assert f.complete("w1", outs, T0) == [True, True, False]
+    assert conn.execute("SELECT class FROM result WHERE url_id = ?", (root.id,)).fetchone() == (
+        "ok",
+    )
+    assert f.counts().pending == 1  # y
 
 
 class _Async:

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from crawler.models import Discovered, UrlKind, UrlState
 
@@ -112,9 +112,12 @@ ResultRow = tuple[
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
-    """A URL to record, with where it was found: depth and redirect hop."""
+class Found(NamedTuple):
+    """A URL to record, with where it was found: depth and redirect hop.
+
+    A named tuple, as ``Discovered``: one is built per link of every page
+    completed, and a frozen dataclass's ``__init__`` costs several times more.
+    """
 
     item: Discovered
     depth: int
@@ -172,10 +175,13 @@ class Recorder:
         ids: list[int | None] = [None] * len(found)
         settled = [False] * len(found)
         todo: list[int] = []
-        for i, f in enumerate(found):
-            cached = self._seen.get(f.item.url)
-            if cached is not None and cached[1] >= f.item.kind:
-                self._seen.move_to_end(f.item.url)
+        seen_get = self._seen.get
+        for i, (item, _, _) in enumerate(found):
+            # A hit is not moved to the end (one call less per link): the
+            # cache drops the oldest entries first, and a URL it dropped is
+            # only looked up again.
+            cached = seen_get(item.url)
+            if cached is not None and cached[1] >= item.kind:
                 ids[i], settled[i] = cached[0], cached[2]
             else:
                 todo.append(i)

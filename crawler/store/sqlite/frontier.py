@@ -35,14 +35,12 @@ from crawler.models import (
     LeasedUrl,
     Outcome,
     PreviousPage,
-    ResultClass,
     UrlKind,
     UrlState,
 )
 from crawler.store import liveness, worker_counts
-from crawler.store.sqlite import links, recrawl
+from crawler.store.sqlite import completion, links, recrawl
 from crawler.store.sqlite.db import WRITER_BUSY_TIMEOUT_MS, atomic
-from crawler.store.sqlite.positions import packed as _packed
 
 DEFAULT_SEEN_CACHE_SIZE = 50_000
 HOST_CACHE_SIZE = 20_000
@@ -76,21 +74,6 @@ WHERE id IN (
 RETURNING id, url, host_id, kind, depth, hop, attempts
 """
 
-# An upsert, not INSERT OR REPLACE: the counting triggers (crawl_count) see a
-# changed result as an update; REPLACE's delete would not fire them.
-_RESULT = """
-INSERT INTO result
-    (url_id, class, status, error_kind, error, redirect_to_id,
-     content_type, bytes, elapsed_ms, checked_at, head_status)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (url_id) DO UPDATE SET
-    class = excluded.class, status = excluded.status, error_kind = excluded.error_kind,
-    error = excluded.error, redirect_to_id = excluded.redirect_to_id,
-    content_type = excluded.content_type, bytes = excluded.bytes,
-    elapsed_ms = excluded.elapsed_ms, checked_at = excluded.checked_at,
-    head_status = excluded.head_status
-"""
-
 
 # What the writer remembers of a URL: (id, kind, settled). "Settled" means a
 # page crawled with an OK result: never fetched again, never reported, so
@@ -115,6 +98,10 @@ class Frontier:
         self._max_urls = max_urls
         self._seen: OrderedDict[str, Known] = OrderedDict()
         self._seen_cap = seen_cache_size
+        # The table's max(id) as of which the cache holds every URL of this
+        # crawl (``_cache_is_whole``); None when it may not.
+        self._whole_through: int | None = None
+        self._whole_tried = False
         self._host_ids: OrderedDict[str, int] = OrderedDict()
         self._host_names: dict[int, str] = {}
         self._url_count: int | None = None
@@ -131,6 +118,8 @@ class Frontier:
         try:
             with atomic(self._conn):
                 self.add_seeds(seeds, now)
+                if self._whole_through is not None:  # the seeds are in the cache too
+                    self._whole_through = self._max_id()
         except BaseException:
             self._forget_uncommitted()
             raise
@@ -178,12 +167,13 @@ class Frontier:
 
     def complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
         """Commit many fetched rows in one transaction; False marks a rejected stale one."""
-        accepted: list[bool] = []
         try:
             with atomic(self._conn):
-                self._look_up_known(outcomes)
-                for outcome in outcomes:
-                    accepted.append(self._complete_one(owner, outcome, now))
+                accepted = completion.take_leases(self._conn, owner, outcomes, now)
+                pairs = zip(outcomes, accepted, strict=True)
+                done = [o for o, ok in pairs if ok and o.result is not None]
+                if done:
+                    self._record_done(done, now)
                 urls, pages = worker_counts.tally(outcomes, accepted)
                 if urls:
                     self._conn.execute(
@@ -336,87 +326,99 @@ class Frontier:
 
     # -- internals ------------------------------------------------------------
 
-    def _complete_one(self, owner: str, outcome: Outcome, now: float) -> bool:
-        leased = outcome.leased
-        if outcome.result is None:
-            cur = self._conn.execute(
-                "UPDATE url SET state = 0, lease_owner = NULL, lease_expires_at = NULL, "
-                "attempts = attempts + 1, next_attempt_at = ? "
-                "WHERE id = ? AND state = 1 AND lease_owner = ?",
-                (outcome.retry_at or now, leased.id, owner),
-            )
-            return cur.rowcount == 1
-        # A row upgraded from check to page while we held it goes back to pending.
-        settles = leased.kind == UrlKind.PAGE and outcome.result.result_class == ResultClass.OK
-        cur = self._conn.execute(
-            "UPDATE url SET state = CASE WHEN kind = ?1 THEN 2 ELSE 0 END, "
-            "settled = (kind = ?1 AND ?2), "
-            "lease_owner = NULL, lease_expires_at = NULL, attempts = attempts + 1 "
-            "WHERE id = ?3 AND state = 1 AND lease_owner = ?4",
-            (int(leased.kind), settles, leased.id, owner),
-        )
-        if cur.rowcount != 1:
-            return False
-        if settles and (known := self._seen.get(leased.url)) is not None:
-            self._seen[leased.url] = (known[0], known[1], 1)
-        edges: list[tuple[int, int, str, str, int | None]] = []
-        settled_edges: list[tuple[int, int, str, int | None]] = []
-        redirect_id = None
-        if outcome.redirect_to is not None:
-            redirect = self._upsert(
-                outcome.redirect_to, depth=leased.depth, hop=leased.hop + 1, now=now
-            )
-            if redirect is not None:
-                redirect_id = redirect[0]
-                edges.append((redirect_id, leased.id, "", "redirect", None))
-        for child in outcome.children:
-            target = self._upsert(child, depth=leased.depth + 1, hop=0, now=now)
-            if target is None:
-                continue
-            if target[2] and not child.fragment:
-                settled_edges.append((leased.id, target[0], child.element, _packed(child)))
-            else:
-                edges.append((target[0], leased.id, child.fragment, child.element, _packed(child)))
-        if outcome.anchors is not None:
-            self._conn.executemany(
-                "INSERT OR IGNORE INTO anchor (url_id, name) VALUES (?, ?)",
-                [(leased.id, ""), *((leased.id, name) for name in outcome.anchors)],
-            )
-        if outcome.render_issues:  # a page rendered again keeps only its latest issues
-            self._conn.execute("DELETE FROM render_issue WHERE url_id = ?", (leased.id,))
-            self._conn.executemany(
-                "INSERT INTO render_issue (url_id, seq, kind, message, target) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [(leased.id, i, *issue) for i, issue in enumerate(outcome.render_issues)],
-            )
-        if edges:
-            links.record(self._conn, edges)
-        if settled_edges:
-            self._conn.executemany(
-                "INSERT OR IGNORE INTO link_settled (source_id, target_id, element, at) "
-                "VALUES (?, ?, ?, ?)",
-                settled_edges,
-            )
-        result = outcome.result
-        self._conn.execute(
-            _RESULT,
-            (
-                leased.id,
-                str(result.result_class),
-                result.status,
-                result.error_kind,
-                result.error,
-                redirect_id,
-                result.content_type,
-                result.bytes,
-                result.elapsed_ms,
-                now,
-                result.head_status,
-            ),
-        )
-        if settles and (result.etag or result.last_modified):
-            recrawl.save_validators(self._conn, leased.id, result.etag, result.last_modified)
-        return True
+    def _record_done(self, done: Sequence[Outcome], now: float) -> None:
+        """Children, redirect targets, links, results of a batch's accepted completions.
+
+        The per-link work is a cache lookup and a tuple: new URLs get their ids
+        here (``_NewUrls``) and every table is written once for the batch. A
+        hit is not moved to the cache's end (a call less per link): the cache
+        drops its oldest entries first, and a dropped URL is only looked up again.
+        """
+        seen = self._seen
+        for outcome in done:
+            if completion.settles(outcome) and (known := seen.get(outcome.leased.url)):
+                seen[outcome.leased.url] = (known[0], known[1], 1)
+        new = _NewUrls(self._conn, None if self._cache_is_whole() else self._absent_from(done))
+        if self._max_urls is not None:
+            self._count_urls()  # exact now, kept exact by _bump_count
+        rows = completion.Rows()
+        settled_append = rows.settled.append
+        open_rows = rows.open
+        seen_get = seen.get
+        for outcome in done:
+            leased = outcome.leased
+            source = leased.id
+            redirect_id = None
+            if outcome.redirect_to is not None:
+                redirect = self._find(outcome.redirect_to, leased.depth, leased.hop + 1, now, new)
+                if redirect is not None:
+                    redirect_id = redirect[0]
+                    open_rows.setdefault((redirect_id, source, ""), ("redirect", None))
+            depth = leased.depth + 1
+            for child in outcome.children:
+                url, _, kind, element, fragment, _, _, line, column = child
+                target = seen_get(url)
+                if target is None or target[1] < kind:
+                    target = self._find(child, depth, 0, now, new)
+                    if target is None:
+                        continue
+                # positions.packed, inline: this runs once per link
+                if line is None or column is None:
+                    at = None
+                elif column < 1024:
+                    at = line << 10 | column
+                else:
+                    at = -(line << 32 | column)
+                if target[2] and not fragment:
+                    settled_append((source, target[0], element, at))
+                else:
+                    open_rows.setdefault((target[0], source, fragment), (element, at))
+            rows.add_outcome(outcome, redirect_id, now)
+            if outcome.render_issues:  # a page rendered again keeps only its latest issues
+                self._conn.execute("DELETE FROM render_issue WHERE url_id = ?", (source,))
+                self._conn.executemany(
+                    "INSERT INTO render_issue (url_id, seq, kind, message, target) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [(source, i, *issue) for i, issue in enumerate(outcome.render_issues)],
+                )
+        new.flush()
+        rows.write(self._conn)
+        if self._whole_through is not None:
+            self._whole_through = self._max_id()
+
+    def _find(
+        self, item: Discovered, depth: int, hop: int, now: float, new: _NewUrls
+    ) -> Known | None:
+        """A found URL's row, made if new; None past ``max_urls`` (``_upsert``'s meaning).
+
+        A URL the batch's probe found absent, of a plain kind, is given its id
+        here and inserted with the batch's others; anything else (an upgrade,
+        a skipped URL, the ``max_urls`` bound, a cache miss) goes through
+        ``_upsert`` after the batch's new rows are written.
+        """
+        cached = self._seen.get(item.url)
+        if cached is not None and cached[1] >= item.kind:
+            return cached
+        # While the cache is whole (``new.absent`` None) every miss is a new URL.
+        absent = new.absent
+        is_new = self._whole_through is not None if absent is None else item.url in absent
+        if (
+            cached is None
+            and is_new
+            and item.kind != UrlKind.SKIP
+            and (item.kind != UrlKind.CHECK or self._max_cache_age_s is None)
+            and (self._max_urls is None or self._count_urls() < self._max_urls)
+        ):
+            if new.absent is not None:
+                new.absent.discard(item.url)
+            host_id = self._host_id(item.host) if item.host else None
+            url_id = new.add(self.crawl_id, item.url, host_id, int(item.kind), depth, hop)
+            self._bump_count()
+            return self._remember(item.url, url_id, int(item.kind), 0)
+        new.flush()
+        known = self._upsert(item, depth=depth, hop=hop, now=now)
+        new.next_id = None  # _upsert may have inserted a row
+        return known
 
     def _upsert(self, item: Discovered, *, depth: int, hop: int, now: float) -> Known | None:
         """Insert or find a URL row; return (id, kind, settled), or None past ``max_urls``."""
@@ -440,7 +442,7 @@ class Frontier:
                 self._reuse_earlier_result(url_id, item.url, now)
             if item.kind == UrlKind.SKIP:
                 self._conn.execute(
-                    _RESULT,
+                    completion.RESULT,
                     (
                         url_id,
                         str(item.result),
@@ -468,23 +470,53 @@ class Frontier:
             url_id, kind, settled = row
         return self._remember(item.url, url_id, kind, settled)
 
-    def _look_up_known(self, outcomes: Sequence[Outcome]) -> None:
-        """Find the ids of a batch's links the cache misses, a few statements for all.
+    def _cache_is_whole(self) -> bool:
+        """Whether the cache holds every URL of this crawl: then a miss is a new URL.
+
+        True while this writer made or loaded every row of the crawl and the
+        cache never dropped one (the crawl is under half its size): a
+        10,000-page crawl's links then need no probe at all. The table's
+        ``max(id)`` tells whether another process added rows since this
+        writer's last commit; the crawl's rows are loaded once, at the first
+        batch, if they fit.
+        """
+        if self._whole_through is not None:
+            if self._max_id() == self._whole_through:
+                return True
+            self._whole_through = None  # another writer added rows: probe from now on
+        if self._whole_tried:
+            return False
+        self._whole_tried = True
+        top = self._max_id()
+        limit = self._seen_cap // 2
+        rows = self._conn.execute(
+            "SELECT url, id, kind, settled FROM url WHERE crawl_id = ? LIMIT ?",
+            (self.crawl_id, limit + 1),
+        ).fetchall()
+        if len(rows) > limit:
+            return False
+        for url, url_id, kind, settled in rows:
+            self._remember(url, url_id, kind, settled)
+        self._whole_through = top
+        return True
+
+    def _max_id(self) -> int:
+        (top,) = self._conn.execute("SELECT max(id) FROM url").fetchone()
+        return int(top or 0)
+
+    def _absent_from(self, done: Sequence[Outcome]) -> set[str]:
+        """Look up the batch's links the cache misses, a few statements for all; return the absent.
 
         Most links on a page are already in the frontier (found by an earlier
         page); one ``IN`` probe per few hundred of them is far cheaper than an
-        INSERT attempt and a SELECT for each.
+        INSERT attempt and a SELECT for each. The URLs it does not find are new:
+        nothing else writes the table while this transaction holds the lock.
         """
-        wanted: set[str] = set()
-        for outcome in outcomes:
-            found = list(outcome.children)
-            if outcome.redirect_to is not None:
-                found.append(outcome.redirect_to)
-            for item in found:
-                cached = self._seen.get(item.url)
-                if cached is None or cached[1] < item.kind:
-                    wanted.add(item.url)
-        keys = list(wanted)
+        found = {child.url for outcome in done for child in outcome.children}
+        found.update(o.redirect_to.url for o in done if o.redirect_to is not None)
+        seen = self._seen
+        keys = [url for url in found if url not in seen]
+        absent = set(keys)
         for start in range(0, len(keys), LOOKUP_CHUNK):
             chunk = keys[start : start + LOOKUP_CHUNK]
             marks = ",".join("?" * len(chunk))
@@ -493,6 +525,8 @@ class Frontier:
                 (self.crawl_id, *chunk),
             ):
                 self._remember(url, url_id, kind, settled)
+                absent.discard(url)
+        return absent
 
     def _reuse_earlier_result(self, url_id: int, url: str, now: float) -> None:
         """``--max-cache-age``: a fine result from an earlier crawl completes the row."""
@@ -518,7 +552,9 @@ class Frontier:
         if row is None:
             return
         self._conn.execute("UPDATE url SET state = 2 WHERE id = ?", (url_id,))
-        self._conn.execute(_RESULT, (url_id, "ok", row[0], None, None, None, *row[1:], None))
+        self._conn.execute(
+            completion.RESULT, (url_id, "ok", row[0], None, None, None, *row[1:], None)
+        )
 
     def _forget_uncommitted(self) -> None:
         """After a rollback the caches may name rows and hosts that do not exist."""
@@ -526,12 +562,14 @@ class Frontier:
         self._host_ids.clear()
         self._host_names.clear()
         self._url_count = None
+        self._whole_through = None
 
     def _remember(self, url: str, url_id: int, kind: int, settled: int) -> Known:
         known = self._seen[url] = (url_id, kind, settled)
         self._seen.move_to_end(url)
         if len(self._seen) > self._seen_cap:
             self._seen.popitem(last=False)
+            self._whole_through = None
         return known
 
     def _existing_id(self, url: str) -> int | None:
@@ -589,3 +627,41 @@ class Frontier:
             (self.crawl_id,),
         ).fetchall()
         return liveness.dead_workers(rows, now, stale_after_s)
+
+
+_INSERT_NEW = """
+INSERT INTO url (id, crawl_id, url, host_id, kind, depth, hop) VALUES (?, ?, ?, ?, ?, ?, ?)
+"""
+
+
+class _NewUrls:
+    """A batch's new URL rows: ids given here, rows inserted by one ``executemany``.
+
+    The writer holds the write lock for the whole transaction, so the next
+    row's id is SQLite's own choice, ``max(id) + 1``: read once, counted on.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, absent: set[str] | None) -> None:
+        self._conn = conn
+        # The batch's URLs not in the table when it began; None when the
+        # writer's cache holds the whole crawl (every miss is new).
+        self.absent = absent
+        self.next_id: int | None = None
+        self._rows: list[tuple[int, int, str, int | None, int, int, int]] = []
+
+    def add(
+        self, crawl_id: int, url: str, host_id: int | None, kind: int, depth: int, hop: int
+    ) -> int:
+        if self.next_id is None:
+            (last,) = self._conn.execute("SELECT max(id) FROM url").fetchone()
+            self.next_id = (last or 0) + 1
+        url_id = self.next_id
+        self.next_id += 1
+        self._rows.append((url_id, crawl_id, url, host_id, kind, depth, hop))
+        return url_id
+
+    def flush(self) -> None:
+        """Insert the rows given ids so far (before anything reads or writes ``url``)."""
+        if self._rows:
+            self._conn.executemany(_INSERT_NEW, self._rows)
+            self._rows.clear()

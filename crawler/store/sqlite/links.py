@@ -22,7 +22,7 @@ meanwhile (another process on the same file) are left for the next batch.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Mapping
 
 from crawler.store.sqlite.db import atomic
 
@@ -31,19 +31,16 @@ MIN_BATCH_ROWS = 200_000
 # the link_open pages its targets fall on, so this also bounds the WAL).
 RANGE_ROWS = 50_000
 
-# target, source, fragment, element, position (packed: crawler.store.sqlite.positions)
-Edge = tuple[int, int, str, str, int | None]
+# (target, source, fragment) -> (element, position packed: crawler.store.sqlite.positions)
+Edges = Mapping[tuple[int, int, str], tuple[str, int | None]]
 
 
-def record(conn: sqlite3.Connection, edges: Iterable[Edge]) -> None:
-    """Append open links (inside the caller's transaction); the first of duplicates wins."""
-    unique: dict[tuple[int, int, str], tuple[str, int | None]] = {}
-    for target, source, fragment, element, at in edges:
-        unique.setdefault((target, source, fragment), (element, at))
+def record(conn: sqlite3.Connection, edges: Edges) -> None:
+    """Append open links (inside the caller's transaction), one row per key."""
     conn.executemany(
         "INSERT INTO link_fresh (target_id, source_id, fragment, element, at) "
         "VALUES (?, ?, ?, ?, ?)",
-        [(t, s, f, e, at) for (t, s, f), (e, at) in unique.items()],
+        [(t, s, f, e, at) for (t, s, f), (e, at) in edges.items()],
     )
 
 
