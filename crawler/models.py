@@ -203,6 +203,34 @@ class Cookie:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaseAsk:
+    """An engine's lease: how many rows, for how long, and what it reads with them.
+
+    What the engine needs besides the rows comes in the same call
+    (``FrontierStore.lease_more``): each call to the store waits behind the
+    group commit running on its writer, so a second call doubled the wait.
+    ``cookies_since`` is None when the engine keeps no cookie jar.
+    """
+
+    limit: int
+    ttl_s: float
+    cookies_since: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseGrant:
+    """What ``FrontierStore.lease_more`` hands back (see ``LeaseAsk``).
+
+    ``cookies`` is None when none were read (none asked for, or no row leased);
+    ``previous`` is filled for a re-crawl only, by page URL.
+    """
+
+    rows: list[LeasedUrl]
+    cookies: list[Cookie] | None = None
+    previous: dict[str, PreviousPage] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Counts:
     """Frontier and result counters for progress and the summary line."""
 

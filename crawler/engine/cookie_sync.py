@@ -7,15 +7,17 @@ the jar (``crawler.net.cookies.CrawlJar``) is stored with the crawl:
 - before each group commit, the cookies responses changed are stored first
   (``flush``): no worker can lease a page's children before the cookies set
   with that page are readable;
-- after each lease, the cookies stored since the last look are merged
-  (``refresh``), looking back ``OVERLAP_S`` more for commits that took a while
-  and for clocks that differ between machines.
+- each lease reads the cookies stored since the last look (``since``, in the
+  store's lease call: ``LeaseAsk.cookies_since``), merged here (``merge``),
+  looking back ``OVERLAP_S`` more for commits that took a while and for
+  clocks that differ between machines.
 """
 
 from __future__ import annotations
 
 import time
 
+from crawler.models import Cookie
 from crawler.net.cookies import CrawlJar
 from crawler.store.contract import FrontierStore
 
@@ -36,12 +38,14 @@ class CookieSync:
         self._jar.merge(await self._frontier.get_cookies(None), now)
         self._looked_at = now
 
-    async def refresh(self) -> None:
-        """The cookies other workers stored since the last look."""
-        now = time.time()
-        since = None if self._looked_at is None else self._looked_at - OVERLAP_S
-        self._jar.merge(await self._frontier.get_cookies(since), now)
-        self._looked_at = now
+    def since(self) -> float:
+        """Where the next look starts: the last one's time, less the overlap."""
+        return (self._looked_at or 0.0) - OVERLAP_S
+
+    def merge(self, found: list[Cookie], looked_at: float) -> None:
+        """The cookies a lease read, from ``since()`` as it was at ``looked_at``."""
+        self._jar.merge(found, looked_at)
+        self._looked_at = max(self._looked_at or 0.0, looked_at)
 
     async def flush(self) -> None:
         """Store what responses changed since the last flush."""

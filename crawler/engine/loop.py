@@ -38,7 +38,16 @@ from crawler.engine.cookie_sync import CookieSync
 from crawler.engine.membudget import PageMemory, Reservation
 from crawler.engine.parse_pool import ParsePool
 from crawler.engine.render_step import BrowserLoads, render_outcome, wants_render
-from crawler.models import LeasedUrl, Outcome, PreviousPage, Result, ResultClass, UrlKind
+from crawler.models import (
+    LeaseAsk,
+    LeasedUrl,
+    LeaseGrant,
+    Outcome,
+    PreviousPage,
+    Result,
+    ResultClass,
+    UrlKind,
+)
 from crawler.net.fetch import Fetched, Fetcher
 from crawler.net.render.renderer import Renderer
 from crawler.net.robots import Robots
@@ -150,6 +159,13 @@ class Engine:
         self._shutdown_timeout_s = shutdown_timeout_s
         self._frontier_dry = False
         self._leasing: asyncio.Task[None] | None = None
+        self._lease_in_commit = False  # the running group commit leases after it
+        # Hold no more than about four rounds of fetches: enough to keep every slot
+        # busy while a lease waits behind a group commit, few enough that other
+        # workers on the same crawl find work too. Each lease is a transaction
+        # that rewrites the pages of the rows it takes (two rounds: a third of a
+        # 10,000-page SQLite crawl's commits were leases of 32 rows).
+        self._batch = min(settings.lease_batch, LEASE_ROUNDS * settings.max_concurrency)
         self._fatal: BaseException | None = None
         self._parse_helpers = parse_helpers
         self._parse_helpers_after = (
@@ -220,18 +236,17 @@ class Engine:
     # -- the loop ------------------------------------------------------------
 
     async def _main_loop(self) -> bool:
-        # Hold no more than about four rounds of fetches: enough to keep every slot
-        # busy while a lease waits behind a group commit, few enough that other
-        # workers on the same crawl find work too. Each lease is a transaction
-        # that rewrites the pages of the rows it takes (two rounds: a third of a
-        # 10,000-page SQLite crawl's commits were leases of 32 rows).
-        batch = min(self._settings.lease_batch, LEASE_ROUNDS * self._settings.max_concurrency)
+        batch = self._batch
         while not self._stopping and self._fatal is None:
-            if self._leasing is None and self._buffered <= batch // 2 and not self._frontier_dry:
-                # In the background: the lease waits behind a group commit on the
-                # writer thread, and the rows already leased keep being dispatched.
-                self._leasing = asyncio.create_task(self._lease(batch - self._buffered))
-                self._leasing.add_done_callback(self._on_leased)
+            if (
+                self._leasing is None
+                and not self._lease_in_commit
+                and self._buffered <= batch // 2
+                and not self._frontier_dry
+            ):
+                # In the background: the rows already leased keep being dispatched.
+                # Most leases go with a group commit instead (``_lease_with_commit``).
+                self._start_lease()
             self._dispatch()
             if self._is_idle():
                 if await self._frontier.finish_if_quiescent(time.time()):
@@ -242,23 +257,55 @@ class Engine:
             self._wake.clear()
         return False
 
+    def _ask(self, limit: int) -> LeaseAsk:
+        since = self._cookies.since() if self._cookies is not None else None
+        return LeaseAsk(limit=limit, ttl_s=self._settings.lease_ttl_s, cookies_since=since)
+
+    def _start_lease(self) -> None:
+        self._leasing = asyncio.create_task(self._lease(self._batch - self._buffered))
+        self._leasing.add_done_callback(self._on_leased)
+
     async def _lease(self, batch: int) -> None:
-        leased = await self._frontier.lease(
-            self.owner, batch, self._settings.lease_ttl_s, time.time()
-        )
-        self._frontier_dry = len(leased) < batch
-        if self._cookies is not None and leased:
-            await self._cookies.refresh()
+        ask = self._ask(batch)
+        asked_at = time.time()
+        self._take(ask, await self._frontier.lease_more(self.owner, ask, asked_at), asked_at)
+
+    async def _lease_with_commit(self) -> LeaseAsk | None:
+        """Lease with the group commit about to be sent, if a round of rows or more is missing.
+
+        A lease sent once the commit runs would wait behind it on the store's
+        writer, and the free slots with it. So it goes first, ahead of the
+        commit (a backend that serializes its calls takes them in order);
+        or, when the frontier ran dry and the new work is this commit's
+        children, in the same call right after it (the ask returned). Either
+        way the rows stay within the batch: no other lease runs meanwhile.
+        """
+        if (
+            self._stopping
+            or self._draining
+            or self._leasing is not None
+            or self._batch - self._buffered < max(1, self._batch // LEASE_ROUNDS)
+        ):
+            return None
+        if self._frontier_dry:
+            self._lease_in_commit = True
+            return self._ask(self._batch - self._buffered)
+        self._start_lease()
+        await asyncio.sleep(0)  # the lease's first step hands it to the store
+        return None
+
+    def _take(self, ask: LeaseAsk, grant: LeaseGrant, asked_at: float) -> None:
+        """Queue the rows a lease granted by host, with what was read beside them."""
+        leased = grant.rows
+        self._frontier_dry = len(leased) < ask.limit
+        if self._cookies is not None and grant.cookies is not None:
+            self._cookies.merge(grant.cookies, asked_at)
         if self._checked is not None:
             self._checked.note(leased)
-        pages = [row for row in leased if row.kind == UrlKind.PAGE]
-        if pages:
-            previous = await self._frontier.previous_pages([row.url for row in pages])
-            for row in pages:
-                found = previous.get(row.url)
-                if found is not None:
-                    self._previous[row.id] = found
         for row in leased:
+            found = grant.previous.get(row.url) if row.kind == UrlKind.PAGE else None
+            if found is not None:
+                self._previous[row.id] = found
             queue = self._ready.get(row.host)
             if queue is None:
                 queue = self._ready[row.host] = deque()
@@ -506,20 +553,33 @@ class Engine:
                 batch = self._outcomes[:MAX_COMMIT_BATCH]
                 del self._outcomes[:MAX_COMMIT_BATCH]
                 self._committing += len(batch)
+                ask = None
+                grant = None
                 try:
                     if self._cookies is not None:  # readable before the children are
                         await self._cookies.flush()
-                    accepted = await self._frontier.complete(self.owner, batch, time.time())
+                    ask = await self._lease_with_commit()
+                    now = time.time()
+                    if ask is None:
+                        accepted = await self._frontier.complete(self.owner, batch, now)
+                    else:
+                        accepted, grant = await self._frontier.complete_and_lease(
+                            self.owner, batch, now, ask
+                        )
                 except Exception as exc:
                     self._fatal = exc
                     self._wake.set()
                     return
                 finally:
+                    self._lease_in_commit = False
                     self._committing -= len(batch)
                     for outcome in batch:
                         self._release_memory(outcome.leased.id)
                 self._count(batch, accepted)
-                self._frontier_dry = False
+                if ask is not None and grant is not None:
+                    self._take(ask, grant, now)  # says whether the frontier is dry now
+                else:
+                    self._frontier_dry = False
                 self._wake.set()
             if self._draining:
                 return

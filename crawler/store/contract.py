@@ -14,7 +14,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from crawler.models import Cookie, Counts, Discovered, LeasedUrl, Outcome, PreviousPage
+from crawler.models import (
+    Cookie,
+    Counts,
+    Discovered,
+    LeaseAsk,
+    LeasedUrl,
+    LeaseGrant,
+    Outcome,
+    PreviousPage,
+)
 from crawler.politeness import Gate, Limits
 
 
@@ -101,6 +110,17 @@ class FrontierStore(Protocol):
         """
         ...
 
+    async def lease_more(self, owner: str, ask: LeaseAsk, now: float) -> LeaseGrant:
+        """``lease`` of ``ask.limit`` rows for ``ask.ttl_s``, with what the engine reads beside.
+
+        When rows were leased and ``ask.cookies_since`` is not None, the
+        cookies ``get_cookies(ask.cookies_since)`` returns, read after the
+        lease; otherwise no cookies (None). For a re-crawl, what
+        ``previous_pages`` returns for the page rows leased; for any other
+        crawl nothing is read. One call: the engine waits once, not three times.
+        """
+        ...
+
     async def renew(self, owner: str, ttl_s: float, now: float) -> int:
         """Extend every lease ``owner`` holds to ``now + ttl_s``, and its heartbeat; how many."""
         ...
@@ -122,6 +142,18 @@ class FrontierStore(Protocol):
         if None). Either way the row's attempts grow by one. Children exist
         before their parent is done, so outstanding work never reads zero
         while work remains.
+        """
+        ...
+
+    async def complete_and_lease(
+        self, owner: str, outcomes: Sequence[Outcome], now: float, ask: LeaseAsk
+    ) -> tuple[list[bool], LeaseGrant]:
+        """``complete``, then at once ``lease_more`` at the same ``now``: two transactions.
+
+        The lease is never queued behind other calls: it sees the commit (the
+        children just added are leasable) and nothing else runs between the
+        two. If ``complete`` fails nothing is leased; if the lease fails the
+        completion stands, as two calls would leave it.
         """
         ...
 

@@ -35,7 +35,9 @@ from crawler.models import (
     Counts,
     CrawlRecord,
     Discovered,
+    LeaseAsk,
     LeasedUrl,
+    LeaseGrant,
     Outcome,
     PreviousPage,
     UrlKind,
@@ -143,10 +145,37 @@ class PostgresFrontier:
         """Lease up to ``limit`` due pending rows in the contract's lease order."""
         return await self._call(self._lease(owner, limit, ttl_s, now))
 
-    async def _lease(self, owner: str, limit: int, ttl_s: float, now: float) -> list[LeasedUrl]:
+    async def lease_more(self, owner: str, ask: LeaseAsk, now: float) -> LeaseGrant:
+        """The lease, the cookies stored meanwhile and a re-crawl's pages: one trip to our loop."""
+        return await self._call(self._lease_more(owner, ask, now))
+
+    async def _lease_more(self, owner: str, ask: LeaseAsk, now: float) -> LeaseGrant:
+        found: list[Cookie] | None = None
+
+        async def read_cookies(conn: Any, leased: list[Any]) -> None:
+            nonlocal found
+            if leased and ask.cookies_since is not None:
+                found = await cookies.get_cookies(conn, self.crawl_id, ask.cookies_since)
+
+        rows = await self._lease(owner, ask.limit, ask.ttl_s, now, then=read_cookies)
+        pages = [row.url for row in rows if row.kind == UrlKind.PAGE]
+        previous = await self._previous_pages(pages) if pages else {}
+        return LeaseGrant(rows=rows, cookies=found, previous=previous)
+
+    async def _lease(
+        self,
+        owner: str,
+        limit: int,
+        ttl_s: float,
+        now: float,
+        then: Callable[[Any, list[Any]], Coroutine[Any, Any, None]] | None = None,
+    ) -> list[LeasedUrl]:
         async def body(conn: Any) -> list[Any]:
             await conn.execute(LEASE_PLAN)
-            return list(await conn.fetch(_LEASE, self.crawl_id, now, limit, owner, now + ttl_s))
+            leased = list(await conn.fetch(_LEASE, self.crawl_id, now, limit, owner, now + ttl_s))
+            if then is not None:  # on the same connection, in the same transaction
+                await then(conn, leased)
+            return leased
 
         rows = await self._tx(body)
         await self._learn_hosts({r[2] for r in rows if r[2] is not None})
@@ -182,7 +211,20 @@ class PostgresFrontier:
 
     async def complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
         """Commit many fetched rows in one transaction; False marks a rejected stale one."""
+        return await self._call(self._complete(owner, outcomes, now))
 
+    async def complete_and_lease(
+        self, owner: str, outcomes: Sequence[Outcome], now: float, ask: LeaseAsk
+    ) -> tuple[list[bool], LeaseGrant]:
+        """The group commit, then the next lease, in one trip to the store's loop."""
+
+        async def both() -> tuple[list[bool], LeaseGrant]:
+            accepted = await self._complete(owner, outcomes, now)
+            return accepted, await self._lease_more(owner, ask, now)
+
+        return await self._call(both())
+
+    async def _complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
         async def body(conn: Any) -> list[bool]:
             accepted = await completion.complete(
                 conn, self._recorder, owner, outcomes, now, self._links
@@ -198,7 +240,7 @@ class PostgresFrontier:
                 )
             return accepted
 
-        return await self._call(self._maintained(self._tx(body)))
+        return await self._maintained(self._tx(body))
 
     async def release(self, owner: str) -> int:
         """Give back every lease and host slot this owner holds (graceful stop)."""
@@ -357,6 +399,9 @@ class PostgresFrontier:
 
     async def previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:
         """For a re-crawl: what the crawl it starts from stored for these pages."""
+        return await self._call(self._previous_pages(urls))
+
+    async def _previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:
         if not urls or (self._previous_crawl is not None and self._previous_crawl[0] is None):
             return {}  # not a re-crawl: no connection taken
 
@@ -373,7 +418,7 @@ class PostgresFrontier:
                 return {}
             return await recrawl.previous_pages(conn, previous, urls)
 
-        return await self._call(self._with_conn(read))
+        return await self._with_conn(read)
 
     async def head_unreliable_hosts(self) -> list[str]:
         """Hosts where a GET overruled HEAD in this crawl."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import functools
 import sqlite3
 import time
@@ -25,7 +26,17 @@ from typing import ParamSpec, TypeVar
 
 import structlog
 
-from crawler.models import Cookie, Counts, Discovered, LeasedUrl, Outcome, PreviousPage
+from crawler.models import (
+    Cookie,
+    Counts,
+    Discovered,
+    LeaseAsk,
+    LeasedUrl,
+    LeaseGrant,
+    Outcome,
+    PreviousPage,
+    UrlKind,
+)
 from crawler.politeness import Gate, HostGate, Limits
 from crawler.store.sqlite import cookies, crawls, db, hostdata, recrawl
 from crawler.store.sqlite.frontier import Frontier
@@ -76,6 +87,10 @@ class AsyncFrontier:
     async def lease(self, owner: str, limit: int, ttl_s: float, now: float) -> list[LeasedUrl]:
         return await self._run(self.sync.lease, owner, limit, ttl_s, now)
 
+    async def lease_more(self, owner: str, ask: LeaseAsk, now: float) -> LeaseGrant:
+        """One job on the writer thread (lease, cookies), a re-crawl's pages from the reader."""
+        return await self._with_previous(await self._run(self._lease_more, owner, ask, now))
+
     async def renew(self, owner: str, ttl_s: float, now: float) -> int:
         renewed = await self._run(self.sync.renew, owner, ttl_s, now)
         await self._run(self.sync.checkpoint)
@@ -84,6 +99,14 @@ class AsyncFrontier:
     async def complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
         await self._keep_wal_bounded()
         return await self._run(self.sync.complete, owner, outcomes, now)
+
+    async def complete_and_lease(
+        self, owner: str, outcomes: Sequence[Outcome], now: float, ask: LeaseAsk
+    ) -> tuple[list[bool], LeaseGrant]:
+        """The group commit and the next lease as one job: no other job runs between them."""
+        await self._keep_wal_bounded()
+        accepted, grant = await self._run(self._complete_then_lease, owner, outcomes, now, ask)
+        return accepted, await self._with_previous(grant)
 
     async def release(self, owner: str) -> int:
         return await self._run(self.sync.release, owner)
@@ -135,6 +158,31 @@ class AsyncFrontier:
             path = await self._run(db.file_of, self._conn)
             self._previous_reader = _PreviousReader(path)
         return await self._previous_reader.read(previous, urls)
+
+    def _lease_more(self, owner: str, ask: LeaseAsk, now: float) -> LeaseGrant:
+        """On the writer thread: the lease, then the cookies stored meanwhile."""
+        rows = self.sync.lease(owner, ask.limit, ask.ttl_s, now)
+        found = None
+        if rows and ask.cookies_since is not None:
+            found = cookies.get_cookies(self._conn, self.crawl_id, ask.cookies_since)
+        if self._previous_id is None and any(row.kind == UrlKind.PAGE for row in rows):
+            self._previous_id = (self.sync.previous_crawl(),)  # once, on this thread
+        return LeaseGrant(rows=rows, cookies=found)
+
+    def _complete_then_lease(
+        self, owner: str, outcomes: Sequence[Outcome], now: float, ask: LeaseAsk
+    ) -> tuple[list[bool], LeaseGrant]:
+        accepted = self.sync.complete(owner, outcomes, now)
+        return accepted, self._lease_more(owner, ask, now)
+
+    async def _with_previous(self, grant: LeaseGrant) -> LeaseGrant:
+        """A re-crawl's previous pages for the page rows leased (none read for other crawls)."""
+        if self._previous_id is None or self._previous_id[0] is None:
+            return grant
+        pages = [row.url for row in grant.rows if row.kind == UrlKind.PAGE]
+        if not pages:
+            return grant
+        return dataclasses.replace(grant, previous=await self.previous_pages(pages))
 
     async def head_unreliable_hosts(self) -> list[str]:
         return await self._run(cookies.head_unreliable_hosts, self._conn, self.crawl_id)
