@@ -154,6 +154,16 @@ class Outcome:
     anchors: frozenset[str] | None = None  # set when fragments are checked
     render_issues: list[RenderIssue] = field(default_factory=list)  # --render only
 
+    @property
+    def settles(self) -> bool:
+        """Whether completing it settles its row (a page answered OK): links to it are settled."""
+        result = self.result
+        return (
+            self.leased.kind == UrlKind.PAGE
+            and result is not None
+            and result.result_class == ResultClass.OK
+        )
+
 
 # A link as a previous crawl recorded it: target URL, element, fragment, line, column.
 PreviousLink = tuple[str, str, str, int | None, int | None]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from crawler.models import Discovered, Outcome, ResultClass, UrlKind
+from crawler.models import Discovered, Outcome
 from crawler.store.postgres import links, recrawl
 from crawler.store.postgres.discover import UPSERT_RESULTS, Found, Recorder, ResultRow
 
@@ -81,7 +81,7 @@ async def complete(
         if o.result is None and first[o.leased.id] == i
     )
     dones = sorted(
-        (o.leased.id, int(o.leased.kind), _settles(o))
+        (o.leased.id, int(o.leased.kind), o.settles)
         for i, o in enumerate(outcomes)
         if o.result is not None and first[o.leased.id] == i
     )
@@ -154,7 +154,7 @@ async def _record_done(
         issues.extend((source, i, *issue) for i, issue in enumerate(o.render_issues))
         r = o.result
         assert r is not None
-        if (r.etag or r.last_modified) and _settles(o):
+        if (r.etag or r.last_modified) and o.settles:
             validators.append((source, r.etag, r.last_modified))
         results.append(
             (
@@ -213,16 +213,6 @@ async def write_render_issues(
         "SELECT * FROM unnest($1::bigint[], $2::integer[], $3::text[], $4::text[], $5::text[]) "
         "ON CONFLICT DO NOTHING",
         *(list(c) for c in columns),
-    )
-
-
-def _settles(outcome: Outcome) -> bool:
-    """Whether completing this outcome settles its row: a page, answered OK."""
-    result = outcome.result
-    return (
-        outcome.leased.kind == UrlKind.PAGE
-        and result is not None
-        and result.result_class == ResultClass.OK
     )
 
 

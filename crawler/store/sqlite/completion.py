@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from crawler.models import Outcome, ResultClass, UrlKind
+from crawler.models import Outcome
 from crawler.store.sqlite import links
 
 # The batch's rows this owner still holds: only those may be completed.
@@ -68,16 +68,6 @@ ResultRow = tuple[
 ]  # fmt: skip
 
 
-def settles(outcome: Outcome) -> bool:
-    """Whether completing this outcome settles its row: a page, answered OK."""
-    result = outcome.result
-    return (
-        outcome.leased.kind == UrlKind.PAGE
-        and result is not None
-        and result.result_class == ResultClass.OK
-    )
-
-
 def take_leases(
     conn: sqlite3.Connection, owner: str, outcomes: Sequence[Outcome], now: float
 ) -> list[bool]:
@@ -101,7 +91,7 @@ def take_leases(
         if outcome.result is None:
             retries.append((outcome.retry_at or now, url_id, owner))
         else:
-            dones.append((int(outcome.leased.kind), settles(outcome), url_id, owner))
+            dones.append((int(outcome.leased.kind), outcome.settles, url_id, owner))
     if retries:
         conn.executemany(_RETRY, retries)
     if dones:
@@ -144,7 +134,7 @@ class Rows:
         if outcome.anchors is not None:
             self.anchors.append((source, ""))
             self.anchors.extend((source, name) for name in outcome.anchors)
-        if (result.etag or result.last_modified) and settles(outcome):
+        if (result.etag or result.last_modified) and outcome.settles:
             self.validators.append((source, result.etag, result.last_modified))
 
     def write(self, conn: sqlite3.Connection) -> None:

@@ -336,7 +336,7 @@ class Frontier:
         """
         seen = self._seen
         for outcome in done:
-            if completion.settles(outcome) and (known := seen.get(outcome.leased.url)):
+            if outcome.settles and (known := seen.get(outcome.leased.url)):
                 seen[outcome.leased.url] = (known[0], known[1], 1)
         new = _NewUrls(self._conn, None if self._cache_is_whole() else self._absent_from(done))
         if self._max_urls is not None:
