@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 
 class UrlKind(enum.IntEnum):
@@ -153,6 +153,8 @@ class Outcome:
     redirect_to: Discovered | None = None
     anchors: frozenset[str] | None = None  # set when fragments are checked
     render_issues: list[RenderIssue] = field(default_factory=list)  # --render only
+    # A re-crawl's page answered 304: its links are the previous crawl's (stored there).
+    recorded: Recorded | None = None
 
     @property
     def settles(self) -> bool:
@@ -169,15 +171,60 @@ class Outcome:
 PreviousLink = tuple[str, str, str, int | None, int | None]
 
 
+class RecordedTarget(NamedTuple):
+    """What a crawl's scope says of a URL whatever links to it (``Scope.recorded_target``).
+
+    ``skipped`` is the result class of a URL never requested (excluded, not
+    HTTP, invalid), with ``reason``; otherwise ``crawlable`` tells whether a
+    page link to it within ``--max-depth`` crawls it (in scope, not ``--no-follow``).
+    """
+
+    skipped: ResultClass | None
+    reason: str | None
+    crawlable: bool
+
+
+class LinkClassifier(Protocol):
+    """The part of a crawl's scope a store needs to take in a 304 page's recorded links."""
+
+    @property
+    def include_fragments(self) -> bool: ...
+
+    def within_depth(self, depth: int) -> bool: ...
+
+    def recorded_target(self, url: str) -> RecordedTarget: ...
+
+    def classify_recorded(
+        self, url: str, fragment: str, *, element: str, depth: int
+    ) -> Discovered: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """A re-crawl's page answered 304: its links are those its previous crawl recorded.
+
+    ``page`` is the previous crawl's row of the page (``PreviousPage.row``).
+    The store completing the outcome takes those links as the page's children,
+    each classified by ``scope`` at the leased row's depth + 1, exactly as if
+    they were in ``Outcome.children`` (``crawler.recrawl.expand``); a store may
+    do that without handing the links to Python (SQLite copies them in SQL).
+    """
+
+    page: int
+    scope: LinkClassifier
+
+
 @dataclass(frozen=True, slots=True)
 class PreviousPage:
     """What the crawl a re-crawl starts from stored for one page crawled OK.
 
     Its validators make the conditional request; on ``304 Not Modified`` its
-    result and links (``(target URL, element, fragment, line, column)``, as
-    recorded) stand
-    in for the body that was not downloaded. ``anchors`` is None when the
-    page's anchors were not recorded (no ``--include-fragments``).
+    result, anchors and links stand in for the body that was not downloaded.
+    ``links`` (``(target URL, element, fragment, line, column)``, as recorded)
+    are read only when asked for: the engine hands the store ``row`` instead
+    (``Recorded``), so a page's links never pass through Python on the way
+    from one crawl to the next. ``anchors`` is None when the page's anchors
+    were not recorded (no ``--include-fragments``).
     """
 
     url: str
@@ -188,6 +235,7 @@ class PreviousPage:
     bytes: int | None
     links: tuple[PreviousLink, ...] = ()
     anchors: frozenset[str] | None = None
+    row: int = 0  # the page's row in the previous crawl (``Recorded.page``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,20 +3,28 @@
 Pure, like ``crawler.outcome``: a page the previous crawl stored validators
 for is asked conditionally (``conditional``); when the server answers
 ``304 Not Modified`` the page is neither downloaded nor parsed, and
-``not_modified`` completes it with the previous crawl's result and links.
-Those links go through the crawl's scope again (``Scope.classify_recorded``)
-at this crawl's depth, then through the same frontier dedup as a parsed
-page's, so the re-crawl's frontier and report are what a full crawl's would be.
+``not_modified`` completes it with the previous crawl's result, and its links
+by reference (``Recorded``): the store takes them from the previous crawl's
+rows as it commits, each through the crawl's scope again
+(``Scope.classify_recorded``, or its per-URL form ``recorded_target``) at
+this crawl's depth and through the same frontier dedup as a parsed page's,
+so the re-crawl's frontier and report are what a full crawl's would be.
+``expand`` is that meaning in Python, for a store that reads the links.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
 
 from crawler.fetch_types import Fetched
 from crawler.models import (
     Discovered,
     LeasedUrl,
     Outcome,
+    PreviousLink,
     PreviousPage,
+    Recorded,
     Result,
     ResultClass,
     UrlKind,
@@ -53,7 +61,7 @@ def is_not_modified(fetched: Fetched) -> bool:
 def not_modified(
     leased: LeasedUrl, previous: PreviousPage, fetched: Fetched, scope: Scope, policy: Policy
 ) -> Outcome:
-    """The outcome of a page answered 304: the previous result and links, found again."""
+    """The outcome of a page answered 304: the previous result, and links by reference."""
     result = Result(
         ResultClass.OK,
         status=previous.status,
@@ -63,8 +71,19 @@ def not_modified(
         etag=fetched.etag or previous.etag,
         last_modified=fetched.last_modified or previous.last_modified,
     )
-    depth = leased.depth + 1
-    classify = scope.classify_recorded
+    anchors = previous.anchors if policy.include_fragments else None
+    return Outcome(
+        leased=leased, result=result, anchors=anchors, recorded=Recorded(previous.row, scope)
+    )
+
+
+def expand(outcome: Outcome, links: Iterable[PreviousLink]) -> Outcome:
+    """The outcome with its recorded links as children (``Recorded``'s meaning)."""
+    recorded = outcome.recorded
+    if recorded is None:
+        return outcome
+    depth = outcome.leased.depth + 1
+    classify = recorded.scope.classify_recorded
     # The classified link with where the page writes it: built as a plain tuple
     # (``_replace`` per link cost a third of this loop on a 50-link page).
     children = [
@@ -72,7 +91,6 @@ def not_modified(
             Discovered,
             (*classify(url, fragment, element=element, depth=depth)[:_POSITION], line, column),
         )
-        for url, element, fragment, line, column in previous.links
+        for url, element, fragment, line, column in sorted(links, key=lambda link: link[:3])
     ]
-    anchors = previous.anchors if policy.include_fragments else None
-    return Outcome(leased=leased, result=result, children=children, anchors=anchors)
+    return dataclasses.replace(outcome, children=[*outcome.children, *children], recorded=None)

@@ -15,7 +15,7 @@ from urllib.parse import unquote
 
 from crawler import urls
 from crawler.errors import InvalidURLError
-from crawler.models import Discovered, ResultClass, UrlKind
+from crawler.models import Discovered, RecordedTarget, ResultClass, UrlKind
 from crawler.netguard import Allowed, is_private_host, parse_networks
 from crawler.patterns import Pattern, Substitution, compile_pattern, compile_substitution
 
@@ -178,6 +178,22 @@ class Scope:
             self._recorded.move_to_end(key)
         return found
 
+    def within_depth(self, depth: int) -> bool:
+        """May a page at ``depth`` link hops from a seed be crawled (``--max-depth``)?"""
+        return self.max_depth is None or depth <= self.max_depth
+
+    def recorded_target(self, url: str) -> RecordedTarget:
+        """What ``classify_recorded`` decides of this URL whatever the link to it.
+
+        A link's kind is then ``recorded_kind(target, element, fragment,
+        within)``: a store can classify a page's recorded links from one
+        answer per URL (SQLite does it in SQL, ``store/sqlite/recorded.py``).
+        """
+        found = self.classify(url, element="a", depth=0, remap=False)
+        if found.kind == UrlKind.SKIP:
+            return RecordedTarget(found.result, found.reason, crawlable=False)
+        return RecordedTarget(None, None, crawlable=found.kind == UrlKind.PAGE)
+
     def _classify_recorded(
         self, url: str, fragment: str, *, element: str, depth: int
     ) -> Discovered:
@@ -247,6 +263,28 @@ class Scope:
             return True
         # Includes alone mean "only these".
         return bool(self.include) and not self.exclude
+
+
+def recorded_kind(
+    target: RecordedTarget, element: str, fragment: str, *, within: bool, include_fragments: bool
+) -> UrlKind:
+    """The kind ``classify_recorded`` gives a link, from its target's ``recorded_target``.
+
+    The rule ``_classify_key`` applies, in the order it applies it; the SQL
+    of ``store/sqlite/recorded.py`` is this function's twin.
+    """
+    if target.skipped is not None:
+        return UrlKind.SKIP
+    if target.crawlable and element in PAGE_ELEMENTS and within:
+        return UrlKind.PAGE
+    if (
+        include_fragments
+        and fragment
+        and element in ANCHOR_ELEMENTS
+        and not fragment.startswith(":~:")
+    ):
+        return UrlKind.ANCHORS
+    return UrlKind.CHECK
 
 
 def parse_remap(entry: str) -> tuple[Substitution, str]:

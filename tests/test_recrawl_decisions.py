@@ -9,13 +9,23 @@ links; with ``--include-fragments`` the recorded anchors stand in for the body.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from crawler import recrawl
 from crawler import scope as scope_module
 from crawler.config import CrawlSettings
 from crawler.extract import extract_links
 from crawler.fetch_types import Fetched
-from crawler.models import Discovered, LeasedUrl, PreviousLink, PreviousPage, ResultClass, UrlKind
+from crawler.models import (
+    Discovered,
+    LeasedUrl,
+    Outcome,
+    PreviousLink,
+    PreviousPage,
+    ResultClass,
+    UrlKind,
+)
 from crawler.outcome import Policy, build_outcome
 from crawler.scope import Scope
 
@@ -50,6 +60,13 @@ def recorded(children: list[PreviousLink]) -> tuple[PreviousLink, ...]:
     return tuple(sorted(children, key=lambda link: link[:3]))
 
 
+def children_of(outcome: Outcome, page: PreviousPage) -> list[Discovered]:
+    """What the store takes in for a 304 page: its recorded links, classified (``expand``)."""
+    assert outcome.recorded is not None and outcome.recorded.page == page.row
+    assert not outcome.children  # by reference only: the store reads them
+    return recrawl.expand(outcome, page.links).children
+
+
 def parse(settings: CrawlSettings, depth: int) -> tuple[Scope, list[PreviousLink], set[Discovered]]:
     scope = Scope.build(settings, [SEED])
     fetched = Fetched("GET", status=200, content_type="text/html", body=BODY, size=len(BODY))
@@ -73,7 +90,7 @@ def test_a_304_yields_the_children_a_parse_of_the_same_body_gives() -> None:
         answer = Fetched("GET", status=304, etag='"e"', elapsed_ms=3)
         assert recrawl.is_not_modified(answer)
         outcome = recrawl.not_modified(row(depth), page, answer, scope, policy)
-        assert set(outcome.children) == parsed
+        assert set(children_of(outcome, page)) == parsed
         assert outcome.result is not None
         assert (outcome.result.result_class, outcome.result.status) == (ResultClass.OK, 200)
         assert outcome.result.etag == '"e"'
@@ -113,13 +130,73 @@ def test_the_recorded_links_memo_keeps_the_links_every_page_repeats(
     for round_ in range(3):  # each page: the navigation link, then links of its own
         own = [(f"http://site.test/p{round_}-{i}", "a", "", 2, i) for i in range(2)]
         page = previous(recorded([nav, *own]))
-        outcome = recrawl.not_modified(row(), page, answer, scope, policy)
+        children = children_of(recrawl.not_modified(row(), page, answer, scope, policy), page)
         fresh = Scope.build(settings, [SEED])  # nothing memoized: the same answers
-        assert outcome.children == recrawl.not_modified(row(), page, answer, fresh, policy).children
-        assert all(type(child) is Discovered for child in outcome.children)
-        assert [c.line for c in outcome.children] == [link[3] for link in page.links]
+        again = recrawl.not_modified(row(), page, answer, fresh, policy)
+        assert children == children_of(again, page)
+        assert all(type(child) is Discovered for child in children)
+        assert [c.line for c in children] == [link[3] for link in page.links]
     memo = scope._recorded  # the memo is what this test is about
     assert len(memo) == 3
     assert ("http://site.test/nav", "", "a", "1") in memo
     page = previous(recorded(links))
-    assert set(recrawl.not_modified(row(), page, answer, scope, policy).children) == parsed
+    outcome = recrawl.not_modified(row(), page, answer, scope, policy)
+    assert set(children_of(outcome, page)) == parsed
+
+
+_URLS = st.sampled_from(
+    [
+        "http://site.test/a",
+        "http://site.test/skip/me",
+        "http://site.test/nofollow/x",
+        "http://other.test/",
+        "http://sub.site.test/b",
+        "mailto:x@site.test",
+        "javascript:void(0)",
+    ]
+)
+_ELEMENTS = st.sampled_from(sorted({*scope_module.PAGE_ELEMENTS, "img", "script", "js:a", "link"}))
+_FRAGMENTS = st.sampled_from(["", "part", ":~:text=x", "top"])
+
+
+@given(
+    url=_URLS,
+    element=_ELEMENTS,
+    fragment=_FRAGMENTS,
+    depth=st.integers(0, 3),
+    max_depth=st.one_of(st.none(), st.integers(0, 2)),
+    include_fragments=st.booleans(),
+    mode=st.sampled_from(["host", "domain", "prefix"]),
+)
+def test_the_per_url_answer_gives_every_links_kind(
+    url: str,
+    element: str,
+    fragment: str,
+    depth: int,
+    max_depth: int | None,
+    include_fragments: bool,
+    mode: str,
+) -> None:
+    """``recorded_kind`` of ``recorded_target`` is ``classify_recorded``'s kind (SQLite's copy
+    of a 304 page's links classifies them so, in SQL)."""
+    settings = CrawlSettings(
+        exclude=["/skip/"],
+        no_follow=["/nofollow/"],
+        max_depth=max_depth,
+        include_fragments=include_fragments,
+        scope=mode,  # type: ignore[arg-type]
+    )
+    scope = Scope.build(settings, [SEED])
+    found = scope.classify_recorded(url, fragment, element=element, depth=depth)
+    target = scope.recorded_target(url)
+    kind = scope_module.recorded_kind(
+        target,
+        element,
+        fragment,
+        within=scope.within_depth(depth),
+        include_fragments=scope.include_fragments,
+    )
+    assert kind == found.kind
+    assert (target.skipped, target.reason) == (
+        (found.result, found.reason) if found.kind == UrlKind.SKIP else (None, None)
+    )

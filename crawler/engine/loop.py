@@ -614,7 +614,7 @@ class Engine:
             self._frontier_dry
             and self._buffered == 0
             and self._leasing is None
-            and any(outcome.children for outcome in self._outcomes)
+            and any(outcome.children or outcome.recorded for outcome in self._outcomes)
         )
 
     def _count(self, batch: list[Outcome], accepted: list[bool]) -> None:

@@ -137,7 +137,12 @@ class FrontierStore(Protocol):
         depth and hop + 1, records its links (element, fragment, and where
         the page writes it: ``Discovered.line``/``column``, NULL when None; a
         link already recorded for the same source, target and fragment keeps
-        its own) and anchors, and stores the result, checked at ``now``. One with ``retry_at``
+        its own) and anchors, and stores the result, checked at ``now``. An
+        accepted outcome with ``recorded`` (a re-crawl's page answered 304)
+        has, besides its children, the links its previous crawl recorded from
+        ``recorded.page``, each classified by ``recorded.scope.classify_recorded``
+        at depth + 1 (``crawler.recrawl.expand``): the same rows as if they were
+        among its children. One with ``retry_at``
         instead puts the row back to pending, due at ``retry_at`` (``now``
         if None). Either way the row's attempts grow by one. Children exist
         before their parent is done, so outstanding work never reads zero
@@ -208,14 +213,19 @@ class FrontierStore(Protocol):
         """The crawl's cookies stamped at or after ``since`` (every one when None)."""
         ...
 
-    async def previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:
+    async def previous_pages(
+        self, urls: Sequence[str], *, with_links: bool = True
+    ) -> dict[str, PreviousPage]:
         """For a re-crawl, what its previous crawl stored for these page URLs, by URL.
 
         Only pages that crawl completed with an OK result and validators are
-        in it: their validators, status, content type and size, every link
-        recorded from them (target URL, element, fragment; redirects are not
-        links) and their anchors when recorded. Empty for a crawl that is not
-        a re-crawl, or whose previous crawl is gone.
+        in it: their row there (``PreviousPage.row``), validators, status,
+        content type and size, every link recorded from them (target URL,
+        element, fragment, position; redirects are not links) unless
+        ``with_links`` is False, and their anchors when recorded. Empty for a
+        crawl that is not a re-crawl, or whose previous crawl is gone.
+        ``lease_more`` hands the engine these without links: it completes a
+        page answered 304 by reference (``Outcome.recorded``).
         """
         ...
 

@@ -15,10 +15,12 @@ import pytest
 from backends import Backend
 from contractkit import BROKEN, OK, T0, Plan, disc, drain, outcome, u
 
+from crawler import recrawl
 from crawler.config import CrawlSettings
 from crawler.errors import UsageError
-from crawler.models import PreviousPage, Result, UrlKind
+from crawler.models import Discovered, Outcome, PreviousPage, Recorded, Result, UrlKind
 from crawler.report.model import BrokenLink
+from crawler.scope import Scope
 from crawler.store import open as store_open
 from crawler.store.contract import FrontierStore
 
@@ -83,7 +85,11 @@ async def test_previous_pages_hold_validators_results_links_and_anchors(db: Back
         bytes=120,
         links=((u("home"), "a", "", None, None),),
         anchors=None,
+        row=(await db.rows(first.crawl_id))[u("about")].id,
     )
+    bare = await second.previous_pages([u("home"), u("about")], with_links=False)
+    assert bare == {url: dataclasses.replace(found[url], links=()) for url in bare}
+    assert set(bare) == {u("home"), u("about")}
 
 
 async def test_anchors_come_back_when_they_were_recorded(db: Backend) -> None:
@@ -195,3 +201,117 @@ async def test_diff_defaults_skip_unfinished_crawls_and_compare_only_the_same_se
 def plain(links: list[BrokenLink]) -> list[BrokenLink]:
     """The links without their positions (these tests plant none)."""
     return [dataclasses.replace(link, locations=[]) for link in links]
+
+
+def _first_plan(scope: Scope) -> Plan:
+    """A site whose pages link every kind of target: pages, checks, skipped, out of scope."""
+
+    def found(url: str, depth: int, element: str = "a", fragment: str = "") -> Discovered:
+        whole = f"{url}#{fragment}" if fragment else url
+        return scope.classify(whole, element=element, depth=depth)
+
+    return Plan(
+        results={
+            u("home"): tagged('"h"'),
+            u("about"): tagged('"a"'),
+            u("deep"): tagged('"d"'),
+            u("gone"): BROKEN,
+        },
+        children={
+            u("home"): [
+                found(u("about"), 1)._replace(line=3, column=7),
+                found(u("about"), 1, fragment="team"),
+                found(u("about"), 1, fragment=":~:text=x"),
+                found(u("logo.png"), 1, "img")._replace(line=1, column=2000),
+                found(u("gone"), 1),
+                found(u("skip/me"), 1),
+                found("mailto:x@a.test", 1),
+                found("http://b.test/x", 1),
+                found(u("deep"), 1, "img"),  # checked here, a page through about
+            ],
+            u("about"): [found(u("home"), 2), found(u("deep"), 2), found(u("gone"), 2, "img")],
+            u("deep"): [found(u("about"), 3, fragment="team"), found(u("far"), 3)],
+        },
+    )
+
+
+async def _recrawl(
+    db: Backend, first: int, config: dict[str, object], plan: Plan, *, by_reference: bool
+) -> int:
+    """A re-crawl where every page with validators answers 304: completed by reference, or
+    with its links read and classified by the test (``recrawl.expand``)."""
+    settings = CrawlSettings(**config)  # type: ignore[arg-type]
+    scope = Scope.build(settings, [u("home")])
+    store = await recrawl_of(db, first, **config)
+    await store.enqueue([disc(u("home"))], T0)
+    for _ in range(20):
+        leased = await store.lease("w1", 1000, 30.0, T0)
+        if not leased:
+            return store.crawl_id
+        pages = [row.url for row in leased if row.kind == UrlKind.PAGE]
+        previous = await store.previous_pages(pages, with_links=not by_reference)
+        outs = []
+        for row in leased:
+            page = previous.get(row.url)
+            if page is None:
+                result = plan.results.get(row.url, OK)
+                outs.append(outcome(row, result, children=plan.children.get(row.url, ())))
+                continue
+            assert bool(page.links) is (not by_reference and bool(plan.children.get(row.url)))
+            unchanged = Outcome(
+                leased=row,
+                result=tagged(page.etag, page.last_modified),
+                recorded=Recorded(page.row, scope),
+            )
+            outs.append(unchanged if by_reference else recrawl.expand(unchanged, page.links))
+        assert all(await store.complete("w1", outs, T0))
+    raise AssertionError("the re-crawl did not converge")
+
+
+async def _stored(db: Backend, crawl_id: int) -> tuple[object, ...]:
+    rows = {
+        url: (row.kind, row.state, row.depth, row.hop)
+        for url, row in (await db.rows(crawl_id)).items()
+    }
+    positions = set(
+        await db.fetch(
+            "SELECT s.url, t.url, l.element, l.fragment, l.line, l.col FROM link l "
+            "JOIN url s ON s.id = l.source_id JOIN url t ON t.id = l.target_id "
+            "WHERE s.crawl_id = ?",
+            crawl_id,
+        )
+    )
+    report = await db.report(crawl_id)
+    return rows, await db.results(crawl_id), positions, report.broken, report.summary.pages
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"exclude": ["/skip/"], "max_cache_age_s": 3600.0},
+        {"include_fragments": True, "max_depth": 1},
+        {"exclude": ["/skip/"], "max_urls": 1000},
+    ],
+    ids=["cache-age", "fragments-depth", "max-urls"],
+)
+async def test_a_page_completed_by_reference_stores_what_its_recorded_links_would(
+    db: Backend, config: dict[str, object]
+) -> None:
+    """``Outcome.recorded`` means the previous crawl's links as children: the same URL rows
+    (kinds, depths, states), results, links with their positions, and report."""
+    scope = Scope.build(CrawlSettings(**config), [u("home")])  # type: ignore[arg-type]
+    plan = _first_plan(scope)
+    first = await db.store(config)
+    await first.enqueue([disc(u("home"))], T0)
+    await drain(first, plan)
+    assert await first.finish_if_quiescent(T0)
+    expanded = await _recrawl(db, first.crawl_id, config, plan, by_reference=False)
+    referenced = await _recrawl(db, first.crawl_id, config, plan, by_reference=True)
+    got, want = await _stored(db, referenced), await _stored(db, expanded)
+    assert got == want
+    assert got[1] == (await _stored(db, first.crawl_id))[1]  # and the first crawl's results
+    rows = got[0]
+    assert isinstance(rows, dict)
+    skipped = UrlKind.SKIP if "exclude" in config else UrlKind.PAGE
+    assert (rows[u("skip/me")][0], rows["http://b.test/x"][0]) == (skipped, UrlKind.CHECK)
+    assert rows[u("far")][0] == (UrlKind.CHECK if "max_depth" in config else UrlKind.PAGE)

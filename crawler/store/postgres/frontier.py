@@ -159,7 +159,7 @@ class PostgresFrontier:
 
         rows = await self._lease(owner, ask.limit, ask.ttl_s, now, then=read_cookies)
         pages = [row.url for row in rows if row.kind == UrlKind.PAGE]
-        previous = await self._previous_pages(pages) if pages else {}
+        previous = await self._previous_pages(pages, with_links=False) if pages else {}
         return LeaseGrant(rows=rows, cookies=found, previous=previous)
 
     async def _lease(
@@ -226,8 +226,12 @@ class PostgresFrontier:
 
     async def _complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
         async def body(conn: Any) -> list[bool]:
+            batch = outcomes
+            if any(o.recorded is not None for o in batch):
+                await self._previous_crawl_of(conn)  # its links all in link_open
+                batch = await recrawl.expanded(conn, batch)
             accepted = await completion.complete(
-                conn, self._recorder, owner, outcomes, now, self._links
+                conn, self._recorder, owner, batch, now, self._links
             )
             urls, pages = worker_counts.tally(outcomes, accepted)
             if urls:
@@ -397,28 +401,36 @@ class PostgresFrontier:
         """The crawl's cookies stored at or after ``since`` (all when None)."""
         return await self._call(self._tx(lambda c: cookies.get_cookies(c, self.crawl_id, since)))
 
-    async def previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:
+    async def previous_pages(
+        self, urls: Sequence[str], *, with_links: bool = True
+    ) -> dict[str, PreviousPage]:
         """For a re-crawl: what the crawl it starts from stored for these pages."""
-        return await self._call(self._previous_pages(urls))
+        return await self._call(self._previous_pages(urls, with_links=with_links))
 
-    async def _previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:
+    async def _previous_pages(
+        self, urls: Sequence[str], *, with_links: bool = True
+    ) -> dict[str, PreviousPage]:
         if not urls or (self._previous_crawl is not None and self._previous_crawl[0] is None):
             return {}  # not a re-crawl: no connection taken
 
         async def read(conn: Any) -> dict[str, PreviousPage]:
-            if self._previous_crawl is None:
-                previous_id = await recrawl.previous_crawl_id(conn, self.crawl_id)
-                if previous_id is not None:
-                    # The previous crawl's links are read by source from
-                    # link_open (link_fresh has no index): move the rest there.
-                    await links.merge(conn, wait=True)
-                self._previous_crawl = (previous_id,)
-            previous = self._previous_crawl[0]
+            previous = await self._previous_crawl_of(conn)
             if previous is None or not urls:
                 return {}
-            return await recrawl.previous_pages(conn, previous, urls)
+            return await recrawl.previous_pages(conn, previous, urls, with_links=with_links)
 
         return await self._with_conn(read)
+
+    async def _previous_crawl_of(self, conn: Any) -> int | None:
+        """The crawl this one re-crawls (read once), None for a full crawl."""
+        if self._previous_crawl is None:
+            previous_id = await recrawl.previous_crawl_id(conn, self.crawl_id)
+            if previous_id is not None:
+                # The previous crawl's links are read by source from
+                # link_open (link_fresh has no index): move the rest there.
+                await links.merge(conn, wait=True)
+            self._previous_crawl = (previous_id,)
+        return self._previous_crawl[0]
 
     async def head_unreliable_hosts(self) -> list[str]:
         """Hosts where a GET overruled HEAD in this crawl."""

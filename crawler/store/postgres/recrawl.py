@@ -4,7 +4,9 @@ The same meaning as ``crawler.store.sqlite.recrawl`` (``FrontierStore.previous_p
 in crawler/store/contract.py), in array statements: validators of the pages
 crawled OK are upserted with the batch's results; a batch of page URLs reads
 their validators, results, links (every link table, by source) and anchors in
-three statements.
+three statements. A page answered 304 is completed by reference
+(``Outcome.recorded``): ``expanded`` reads its links in the completing
+transaction and classifies them in Python (``crawler.recrawl.expand``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from crawler.models import PreviousLink, PreviousPage
+from crawler.models import Outcome, PreviousLink, PreviousPage
+from crawler.recrawl import expand
 
 _PAGES = """
 SELECT u.url, u.id, v.etag, v.last_modified, r.status, r.content_type, r.bytes
@@ -62,17 +65,34 @@ async def save_validators(conn: Any, rows: list[Validators]) -> None:
     await conn.execute(_SAVE, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
 
 
+async def previous_links(conn: Any, pages: Sequence[int]) -> dict[int, list[PreviousLink]]:
+    """The links recorded from these pages (rows of the previous crawl), by page."""
+    links: defaultdict[int, list[PreviousLink]] = defaultdict(list)
+    for source_id, target, element, fragment, line, column in await conn.fetch(_LINKS, list(pages)):
+        links[int(source_id)].append((target, element, fragment, line, column))
+    return links
+
+
+async def expanded(conn: Any, outcomes: Sequence[Outcome]) -> list[Outcome]:
+    """The outcomes of pages answered 304 with their recorded links as children."""
+    pages = [o.recorded.page for o in outcomes if o.recorded is not None]
+    if not pages:
+        return list(outcomes)
+    links = await previous_links(conn, pages)
+    return [
+        o if o.recorded is None else expand(o, links.get(o.recorded.page, ())) for o in outcomes
+    ]
+
+
 async def previous_pages(
-    conn: Any, previous_id: int, urls: Sequence[str]
+    conn: Any, previous_id: int, urls: Sequence[str], *, with_links: bool = True
 ) -> dict[str, PreviousPage]:
     """What crawl ``previous_id`` stored for these pages; pages without validators are left out."""
     rows = await conn.fetch(_PAGES, previous_id, list(urls))
     if not rows:
         return {}
     ids = [int(row[1]) for row in rows]
-    links: defaultdict[int, list[PreviousLink]] = defaultdict(list)
-    for source_id, target, element, fragment, line, column in await conn.fetch(_LINKS, ids):
-        links[int(source_id)].append((target, element, fragment, line, column))
+    links = await previous_links(conn, ids) if with_links else {}
     anchors: defaultdict[int, set[str]] = defaultdict(set)
     for url_id, name in await conn.fetch(_ANCHORS, ids):
         anchors[int(url_id)].add(name)
@@ -88,5 +108,6 @@ async def previous_pages(
             bytes=None if size is None else int(size),
             links=tuple(sorted(links.get(key, ()), key=lambda link: link[:3])),
             anchors=frozenset(anchors[key] - {""}) if key in anchors else None,
+            row=key,
         )
     return found

@@ -39,7 +39,7 @@ from crawler.models import (
     UrlState,
 )
 from crawler.store import liveness, worker_counts
-from crawler.store.sqlite import completion, links, recrawl
+from crawler.store.sqlite import completion, links, recorded, recrawl
 from crawler.store.sqlite.db import WRITER_BUSY_TIMEOUT_MS, atomic
 
 DEFAULT_SEEN_CACHE_SIZE = 50_000
@@ -109,6 +109,9 @@ class Frontier:
         self._wal_path: str | None = None
         self._earlier_crawls: list[int] | None = None
         self._previous_crawl: tuple[int | None] | None = None  # read once: (id,)
+        self._recorded = recorded.RecordedLinks(
+            conn, crawl_id, max_cache_age_s=max_cache_age_s, earlier_crawls=self._earlier
+        )
 
     # -- the contract -------------------------------------------------------
 
@@ -167,6 +170,8 @@ class Frontier:
 
     def complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
         """Commit many fetched rows in one transaction; False marks a rejected stale one."""
+        if any(o.recorded is not None for o in outcomes):
+            self.previous_crawl()  # its links all in link_open, where the copy reads them
         try:
             with atomic(self._conn):
                 accepted = completion.take_leases(self._conn, owner, outcomes, now)
@@ -317,12 +322,14 @@ class Frontier:
             self._previous_crawl = (previous,)
         return self._previous_crawl[0]
 
-    def previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:
+    def previous_pages(
+        self, urls: Sequence[str], *, with_links: bool = True
+    ) -> dict[str, PreviousPage]:
         """For a re-crawl: what the crawl it starts from stored for these pages."""
         previous = self.previous_crawl()
         if previous is None or not urls:
             return {}
-        return recrawl.previous_pages(self._conn, previous, urls)
+        return recrawl.previous_pages(self._conn, previous, urls, with_links=with_links)
 
     # -- internals ------------------------------------------------------------
 
@@ -334,6 +341,9 @@ class Frontier:
         hit is not moved to the cache's end (a call less per link): the cache
         drops its oldest entries first, and a dropped URL is only looked up again.
         """
+        copies = [o for o in done if o.recorded is not None]
+        if copies and self._max_urls is not None:  # counted URL by URL: in Python
+            done, copies = recorded.expanded(self._conn, done), []
         seen = self._seen
         for outcome in done:
             if outcome.settles and (known := seen.get(outcome.leased.url)):
@@ -383,7 +393,11 @@ class Frontier:
                 )
         new.flush()
         rows.write(self._conn)
-        if self._whole_through is not None:
+        if copies:  # rows the cache does not hold: it is no longer the whole crawl
+            self._recorded.copy(copies, now)
+            self._whole_through = None
+            self._url_count = None
+        elif self._whole_through is not None:
             self._whole_through = self._max_id()
 
     def _find(
@@ -528,9 +542,8 @@ class Frontier:
                 absent.discard(url)
         return absent
 
-    def _reuse_earlier_result(self, url_id: int, url: str, now: float) -> None:
-        """``--max-cache-age``: a fine result from an earlier crawl completes the row."""
-        assert self._max_cache_age_s is not None
+    def _earlier(self) -> list[int]:
+        """The crawls whose fine results ``--max-cache-age`` may reuse (read once)."""
         if self._earlier_crawls is None:
             self._earlier_crawls = [
                 row[0]
@@ -539,15 +552,21 @@ class Frontier:
                     (self.crawl_id,),
                 )
             ]
-        if not self._earlier_crawls:
+        return self._earlier_crawls
+
+    def _reuse_earlier_result(self, url_id: int, url: str, now: float) -> None:
+        """``--max-cache-age``: a fine result from an earlier crawl completes the row."""
+        assert self._max_cache_age_s is not None
+        earlier = self._earlier()
+        if not earlier:
             return
-        marks = ",".join("?" * len(self._earlier_crawls))
+        marks = ",".join("?" * len(earlier))
         row = self._conn.execute(
             f"SELECT r.status, r.content_type, r.bytes, r.elapsed_ms, r.checked_at "
             f"FROM url p JOIN result r ON r.url_id = p.id "
             f"WHERE p.crawl_id IN ({marks}) AND p.url = ? AND r.class = 'ok' "
             f"AND r.checked_at >= ? ORDER BY r.checked_at DESC LIMIT 1",
-            (*self._earlier_crawls, url, now - self._max_cache_age_s),
+            (*earlier, url, now - self._max_cache_age_s),
         ).fetchone()
         if row is None:
             return
@@ -563,6 +582,7 @@ class Frontier:
         self._host_names.clear()
         self._url_count = None
         self._whole_through = None
+        self._recorded.forget()
 
     def _remember(self, url: str, url_id: int, kind: int, settled: int) -> Known:
         known = self._seen[url] = (url_id, kind, settled)

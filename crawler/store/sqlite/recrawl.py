@@ -32,7 +32,8 @@ WHERE u.crawl_id = ? AND r.class = 'ok' AND u.url IN ({marks})
 # Positions are decoded here, as the views do (migration 0015), not per link in Python.
 _POSITION = """CASE WHEN l.at >= 0 THEN l.at >> 10 ELSE (-l.at) >> 32 END,
        CASE WHEN l.at >= 0 THEN l.at & 1023 ELSE (-l.at) & 4294967295 END"""
-_LINKS = f"""
+# A batch of pages' links, by source (the previous crawl's link rows are never 'redirect').
+LINKS_BY_SOURCE = f"""
 SELECT l.source_id, t.url, l.element, l.fragment, {_POSITION}
 FROM link_open l JOIN url t ON t.id = l.target_id
 WHERE l.source_id IN ({{marks}}) AND l.element <> 'redirect'
@@ -63,17 +64,17 @@ def save_validators(
 
 
 def previous_pages(
-    conn: sqlite3.Connection, previous_id: int, urls: Sequence[str]
+    conn: sqlite3.Connection, previous_id: int, urls: Sequence[str], *, with_links: bool = True
 ) -> dict[str, PreviousPage]:
     """What crawl ``previous_id`` stored for these pages; pages without validators are left out."""
     found: dict[str, PreviousPage] = {}
     for start in range(0, len(urls), CHUNK):
-        found.update(_chunk(conn, previous_id, urls[start : start + CHUNK]))
+        found.update(_chunk(conn, previous_id, urls[start : start + CHUNK], with_links))
     return found
 
 
 def _chunk(
-    conn: sqlite3.Connection, previous_id: int, urls: Sequence[str]
+    conn: sqlite3.Connection, previous_id: int, urls: Sequence[str], with_links: bool
 ) -> dict[str, PreviousPage]:
     marks = ",".join("?" * len(urls))
     rows = conn.execute(_PAGES.format(marks=marks), (previous_id, *urls)).fetchall()
@@ -82,8 +83,9 @@ def _chunk(
     ids = [row[1] for row in rows]
     id_marks = ",".join("?" * len(ids))
     links: defaultdict[int, list[PreviousLink]] = defaultdict(list)
-    for row in conn.execute(_LINKS.format(marks=id_marks), (*ids, *ids)):
-        links[row[0]].append(row[1:])
+    if with_links:
+        for row in conn.execute(LINKS_BY_SOURCE.format(marks=id_marks), (*ids, *ids)):
+            links[row[0]].append(row[1:])
     anchors: defaultdict[int, set[str]] = defaultdict(set)
     for url_id, name in conn.execute(_ANCHORS.format(marks=id_marks), ids):
         anchors[url_id].add(name)
@@ -97,6 +99,7 @@ def _chunk(
             bytes=size,
             links=tuple(sorted(links.get(url_id, ()), key=lambda link: link[:3])),
             anchors=frozenset(anchors[url_id] - {""}) if url_id in anchors else None,
+            row=url_id,
         )
         for url, url_id, etag, modified, status, content_type, size in rows
     }

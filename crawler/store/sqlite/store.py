@@ -147,7 +147,9 @@ class AsyncFrontier:
     async def get_cookies(self, since: float | None = None) -> list[Cookie]:
         return await self._run(cookies.get_cookies, self._conn, self.crawl_id, since)
 
-    async def previous_pages(self, urls: Sequence[str]) -> dict[str, PreviousPage]:
+    async def previous_pages(
+        self, urls: Sequence[str], *, with_links: bool = True
+    ) -> dict[str, PreviousPage]:
         """What the crawl this one re-crawls stored for these pages (off the writer thread)."""
         if self._previous_id is None:
             self._previous_id = (await self._run(self.sync.previous_crawl),)
@@ -157,7 +159,7 @@ class AsyncFrontier:
         if self._previous_reader is None:
             path = await self._run(db.file_of, self._conn)
             self._previous_reader = _PreviousReader(path)
-        return await self._previous_reader.read(previous, urls)
+        return await self._previous_reader.read(previous, urls, with_links)
 
     def _lease_more(self, owner: str, ask: LeaseAsk, now: float) -> LeaseGrant:
         """On the writer thread: the lease, then the cookies stored meanwhile."""
@@ -182,7 +184,8 @@ class AsyncFrontier:
         pages = [row.url for row in grant.rows if row.kind == UrlKind.PAGE]
         if not pages:
             return grant
-        return dataclasses.replace(grant, previous=await self.previous_pages(pages))
+        previous = await self.previous_pages(pages, with_links=False)  # the store copies them
+        return dataclasses.replace(grant, previous=previous)
 
     async def head_unreliable_hosts(self) -> list[str]:
         return await self._run(cookies.head_unreliable_hosts, self._conn, self.crawl_id)
@@ -231,17 +234,23 @@ class _PreviousReader:
         )
         self._conn: sqlite3.Connection | None = None  # made on the reader's thread
 
-    async def read(self, previous: int, urls: Sequence[str]) -> dict[str, PreviousPage]:
+    async def read(
+        self, previous: int, urls: Sequence[str], with_links: bool
+    ) -> dict[str, PreviousPage]:
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, self._read, previous, urls)
+            return await loop.run_in_executor(
+                self._executor, self._read, previous, urls, with_links
+            )
         except sqlite3.Error as exc:
             raise db.translate(exc) from exc
 
-    def _read(self, previous: int, urls: Sequence[str]) -> dict[str, PreviousPage]:
+    def _read(
+        self, previous: int, urls: Sequence[str], with_links: bool
+    ) -> dict[str, PreviousPage]:
         if self._conn is None:
             self._conn = db.open_reader(self._path)
-        return recrawl.previous_pages(self._conn, previous, urls)
+        return recrawl.previous_pages(self._conn, previous, urls, with_links=with_links)
 
     def close(self) -> None:
         def close_conn() -> None:

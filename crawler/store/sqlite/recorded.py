@@ -1,0 +1,254 @@
+"""A 304 page's links, copied from the previous crawl's rows by SQL, never through Python.
+
+A re-crawl's page answered ``304 Not Modified`` has the links its previous
+crawl recorded (``Recorded``). Reading ~50 rows a page into Python, classifying
+each, looking each up in the writer's cache and writing each again was most
+of a re-crawl's work; here a batch of such pages costs a few statements:
+
+1. ``temp.recorded_batch``: the batch's pages (new row, old row, depth);
+   ``temp.recorded_link``: their old links (both link tables, by source).
+2. Each old target not classified yet is classified once, in Python
+   (``Scope.recorded_target``), into ``temp.recorded_target``: the per-link
+   rest of ``classify_recorded`` is ``scope.recorded_kind``'s twin below.
+3. ``temp.recorded_url``: one row per target with the strongest kind its
+   links give and the least depth, upserted into ``url`` with
+   ``Frontier._upsert``'s meaning (new rows pending, or done with their
+   result when skipped; a kind upgrade re-opens a done row); a new checked
+   URL reuses a fine result of an earlier crawl under ``--max-cache-age``.
+4. The links, by the new rows: to a settled page without a fragment into
+   ``link_settled``, every other into ``link_fresh``.
+
+Ids are given in the previous crawl's order of the targets. The caller
+holds the transaction and leaves the writer's caches as they are (rows it
+does not know of are looked up).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from crawler import recrawl
+from crawler.models import LinkClassifier, Outcome, PreviousLink
+from crawler.scope import ANCHOR_ELEMENTS, PAGE_ELEMENTS
+from crawler.store.sqlite import recrawl as previous
+
+CHUNK = 400  # bound parameters per IN (...)
+
+
+def _listed(names: frozenset[str]) -> str:
+    return ", ".join(f"'{name}'" for name in sorted(names))
+
+
+_TABLES = """
+CREATE TEMP TABLE IF NOT EXISTS recorded_target (
+    old_id INTEGER PRIMARY KEY, skipped TEXT, reason TEXT, crawlable INTEGER NOT NULL);
+CREATE TEMP TABLE IF NOT EXISTS recorded_batch (
+    new_id INTEGER PRIMARY KEY, old_id INTEGER NOT NULL, depth INTEGER NOT NULL,
+    within INTEGER NOT NULL);
+CREATE TEMP TABLE IF NOT EXISTS recorded_link (
+    source_id INTEGER NOT NULL, old_target INTEGER NOT NULL, element TEXT NOT NULL,
+    fragment TEXT NOT NULL, at INTEGER, depth INTEGER NOT NULL, within INTEGER NOT NULL);
+CREATE TEMP TABLE IF NOT EXISTS recorded_url (
+    old_id INTEGER PRIMARY KEY, url TEXT NOT NULL, host_id INTEGER, kind INTEGER NOT NULL,
+    depth INTEGER NOT NULL, new_id INTEGER);
+"""
+
+_LINKS = """
+INSERT INTO temp.recorded_link (source_id, old_target, element, fragment, at, depth, within)
+SELECT b.new_id, l.target_id, l.element, l.fragment, l.at, b.depth, b.within
+FROM temp.recorded_batch b JOIN link_open l ON l.source_id = b.old_id
+WHERE l.element <> 'redirect'
+UNION ALL
+SELECT b.new_id, l.target_id, l.element, l.fragment, l.at, b.depth, b.within
+FROM temp.recorded_batch b JOIN link_settled l ON l.source_id = b.old_id
+"""
+
+_UNCLASSIFIED = """
+SELECT DISTINCT l.old_target, t.url
+FROM temp.recorded_link l JOIN url t ON t.id = l.old_target
+WHERE l.old_target NOT IN (SELECT old_id FROM temp.recorded_target)
+"""
+
+# scope.recorded_kind, per link: ?1 is whether fragments are checked.
+_KIND = f"""
+CASE WHEN f.skipped IS NOT NULL THEN 0
+     WHEN f.crawlable AND l.within AND l.element IN ({_listed(PAGE_ELEMENTS)}) THEN 3
+     WHEN ?1 AND l.fragment <> '' AND l.element IN ({_listed(ANCHOR_ELEMENTS)})
+          AND substr(l.fragment, 1, 3) <> ':~:' THEN 2
+     ELSE 1 END
+"""
+
+_TARGETS = f"""
+INSERT INTO temp.recorded_url (old_id, url, host_id, kind, depth)
+SELECT l.old_target, t.url, t.host_id, max({_KIND}), min(l.depth)
+FROM temp.recorded_link l
+JOIN temp.recorded_target f ON f.old_id = l.old_target
+JOIN url t ON t.id = l.old_target
+GROUP BY l.old_target
+"""
+
+# Frontier._INSERT and _UPGRADE in one: a stronger kind upgrades (and re-opens) a row.
+_UPSERT = """
+INSERT INTO url (crawl_id, url, host_id, kind, depth, hop, state)
+SELECT ?1, url, host_id, kind, depth, 0, CASE WHEN kind = 0 THEN 2 ELSE 0 END
+FROM temp.recorded_url WHERE true ORDER BY old_id
+ON CONFLICT (crawl_id, url) DO UPDATE SET
+    kind = excluded.kind, depth = min(url.depth, excluded.depth),
+    state = CASE WHEN url.state = 2 THEN 0 ELSE url.state END
+WHERE url.kind >= 1 AND url.kind < excluded.kind
+"""
+
+_NEW_IDS = """
+UPDATE temp.recorded_url SET new_id = (
+    SELECT u.id FROM url u WHERE u.crawl_id = ?1 AND u.url = temp.recorded_url.url)
+"""
+
+_SKIPPED = """
+INSERT INTO result (url_id, class, error, checked_at)
+SELECT r.new_id, f.skipped, f.reason, ?2
+FROM temp.recorded_url r JOIN temp.recorded_target f ON f.old_id = r.old_id
+WHERE r.new_id > ?1 AND r.kind = 0
+"""
+
+# Frontier._reuse_earlier_result for the batch's new checked URLs.
+_REUSE = """
+INSERT INTO result (url_id, class, status, content_type, bytes, elapsed_ms, checked_at)
+SELECT r.new_id, 'ok', e.status, e.content_type, e.bytes, e.elapsed_ms, e.checked_at
+FROM temp.recorded_url r
+JOIN result e ON e.url_id = (
+    SELECT p.id FROM url p JOIN result pr ON pr.url_id = p.id
+    WHERE p.crawl_id IN ({marks}) AND p.url = r.url AND pr.class = 'ok' AND pr.checked_at >= ?2
+    ORDER BY pr.checked_at DESC LIMIT 1)
+WHERE r.new_id > ?1 AND r.kind = 1
+RETURNING url_id
+"""
+
+_SETTLED_LINKS = """
+INSERT OR IGNORE INTO link_settled (source_id, target_id, element, at)
+SELECT l.source_id, r.new_id, l.element, l.at
+FROM temp.recorded_link l
+JOIN temp.recorded_url r ON r.old_id = l.old_target
+JOIN url u ON u.id = r.new_id
+WHERE u.settled = 1 AND l.fragment = ''
+"""
+
+_OPEN_LINKS = """
+INSERT INTO link_fresh (target_id, source_id, fragment, element, at)
+SELECT r.new_id, l.source_id, l.fragment, l.element, l.at
+FROM temp.recorded_link l
+JOIN temp.recorded_url r ON r.old_id = l.old_target
+JOIN url u ON u.id = r.new_id
+WHERE NOT (u.settled = 1 AND l.fragment = '')
+ORDER BY l.rowid
+"""
+
+
+def expanded(conn: sqlite3.Connection, outcomes: Sequence[Outcome]) -> list[Outcome]:
+    """The outcomes with their recorded links read and classified in Python (``recrawl.expand``).
+
+    For what the SQL copy does not keep: the ``--max-urls`` bound, counted URL by URL.
+    """
+    pages = [o.recorded.page for o in outcomes if o.recorded is not None]
+    found: defaultdict[int, list[PreviousLink]] = defaultdict(list)
+    for start in range(0, len(pages), CHUNK):
+        chunk = pages[start : start + CHUNK]
+        marks = ",".join("?" * len(chunk))
+        query = previous.LINKS_BY_SOURCE.format(marks=marks)
+        for source, *link in conn.execute(query, (*chunk, *chunk)):
+            found[source].append(tuple(link))
+    return [
+        o if o.recorded is None else recrawl.expand(o, found.get(o.recorded.page, ()))
+        for o in outcomes
+    ]
+
+
+class RecordedLinks:
+    """Copies batches of 304 pages' links for one crawl's writer (see the module docstring)."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        crawl_id: int,
+        *,
+        max_cache_age_s: float | None,
+        earlier_crawls: Callable[[], list[int]],
+    ) -> None:
+        self._conn = conn
+        self._crawl_id = crawl_id
+        self._max_cache_age_s = max_cache_age_s
+        self._earlier_crawls = earlier_crawls
+        self._made = False
+
+    def forget(self) -> None:
+        """After a rollback: the temporary tables made in it are gone too."""
+        self._made = False
+
+    def copy(self, outcomes: Sequence[Outcome], now: float) -> None:
+        """Take in the recorded links of these accepted outcomes (in the caller's transaction)."""
+        conn = self._conn
+        if not self._made:
+            # A fresh classification per writer: another crawl's scope may differ.
+            conn.execute("DROP TABLE IF EXISTS temp.recorded_target")
+            for statement in _TABLES.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            self._made = True
+        batch = []
+        scope: LinkClassifier | None = None
+        for outcome in outcomes:
+            recorded = outcome.recorded
+            assert recorded is not None
+            scope = recorded.scope
+            depth = outcome.leased.depth + 1
+            batch.append((outcome.leased.id, recorded.page, depth, scope.within_depth(depth)))
+        if scope is None:
+            return
+        try:
+            conn.executemany(
+                "INSERT INTO temp.recorded_batch (new_id, old_id, depth, within) "
+                "VALUES (?, ?, ?, ?)",
+                batch,
+            )
+            conn.execute(_LINKS)
+            self._classify(scope)
+            conn.execute(_TARGETS, (scope.include_fragments,))
+            (before,) = conn.execute("SELECT coalesce(max(id), 0) FROM url").fetchone()
+            conn.execute(_UPSERT, (self._crawl_id,))
+            conn.execute(_NEW_IDS, (self._crawl_id,))
+            conn.execute(_SKIPPED, (before, now))
+            self._reuse(before, now)
+            conn.execute(_SETTLED_LINKS)
+            conn.execute(_OPEN_LINKS)
+        finally:
+            for table in ("recorded_batch", "recorded_link", "recorded_url"):
+                conn.execute(f"DELETE FROM temp.{table}")
+
+    def _classify(self, scope: LinkClassifier) -> None:
+        """Classify the batch's targets met for the first time, once each."""
+        rows = []
+        for old_id, url in self._conn.execute(_UNCLASSIFIED).fetchall():
+            target = scope.recorded_target(url)
+            skipped = None if target.skipped is None else str(target.skipped)
+            rows.append((old_id, skipped, target.reason, target.crawlable))
+        if rows:
+            self._conn.executemany(
+                "INSERT INTO temp.recorded_target (old_id, skipped, reason, crawlable) "
+                "VALUES (?, ?, ?, ?)",
+                rows,
+            )
+
+    def _reuse(self, before: int, now: float) -> None:
+        """``--max-cache-age``: new checked URLs an earlier crawl found fine are done already."""
+        if self._max_cache_age_s is None:
+            return
+        earlier = self._earlier_crawls()
+        if not earlier:
+            return
+        marks = ",".join(str(int(crawl)) for crawl in earlier)
+        reused = self._conn.execute(
+            _REUSE.format(marks=marks), (before, now - self._max_cache_age_s)
+        ).fetchall()
+        if reused:
+            self._conn.executemany("UPDATE url SET state = 2 WHERE id = ?", reused)
