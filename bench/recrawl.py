@@ -56,7 +56,10 @@ def plant_changes(site: Path, truth: dict[str, object], pages: int, seed: int) -
     """Change 1% of the pages in ``site``; what the diff should then say (paths)."""
     rng = random.Random(seed)
     count = max(2, int(pages * CHANGED_SHARE))
-    chosen = rng.sample(range(pages), count)
+    # Pages linking to the second host are served from an overlay rendered when the
+    # server starts (serve.Server): a change to their copy here would never be served.
+    overlaid = set(truth.get("ext_sources") or ())  # type: ignore[call-overload]
+    chosen = rng.sample([i for i in range(pages) if sitegen.page_file(i) not in overlaid], count)
     adders, removers = chosen[: count // 2], chosen[count // 2 :]
     broken = truth["broken"]
     assert isinstance(broken, list)

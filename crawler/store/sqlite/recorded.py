@@ -7,18 +7,23 @@ of a re-crawl's work; here a batch of such pages costs a few statements:
 
 1. ``temp.recorded_batch``: the batch's pages (new row, old row, depth);
    ``temp.recorded_link``: their old links (both link tables, by source).
-2. Each old target not classified yet is classified once, in Python
-   (``Scope.recorded_target``), into ``temp.recorded_target``: the per-link
+2. Each old target met for the first time is classified once, in Python
+   (``Scope.recorded_target``), into ``temp.recorded_target``; the per-link
    rest of ``classify_recorded`` is ``scope.recorded_kind``'s twin below.
 3. ``temp.recorded_url``: one row per target with the strongest kind its
-   links give and the least depth, upserted into ``url`` with
-   ``Frontier._upsert``'s meaning (new rows pending, or done with their
-   result when skipped; a kind upgrade re-opens a done row); a new checked
-   URL reuses a fine result of an earlier crawl under ``--max-cache-age``.
+   links give and the least depth. A target this writer has not met yet is
+   upserted into ``url`` with ``Frontier._upsert``'s meaning (new rows
+   pending, or done with their result when skipped; a stronger kind
+   upgrades and re-opens a row) and its row remembered in
+   ``recorded_target``; one met before is upgraded by id when this batch
+   raises its kind. A new checked URL reuses a fine result of an earlier
+   crawl under ``--max-cache-age``.
 4. The links, by the new rows: to a settled page without a fragment into
    ``link_settled``, every other into ``link_fresh``.
 
-Ids are given in the previous crawl's order of the targets. The caller
+The batch's tables drive every join into ``recorded_target``, which grows
+with the crawl (``CROSS JOIN`` fixes SQLite's join order): a batch costs
+what it holds, not what the crawl has met. Ids are given in the previous crawl's order of the targets. The caller
 holds the transaction and leaves the writer's caches as they are (rows it
 does not know of are looked up).
 """
@@ -43,7 +48,8 @@ def _listed(names: frozenset[str]) -> str:
 
 _TABLES = """
 CREATE TEMP TABLE IF NOT EXISTS recorded_target (
-    old_id INTEGER PRIMARY KEY, skipped TEXT, reason TEXT, crawlable INTEGER NOT NULL);
+    old_id INTEGER PRIMARY KEY, url TEXT NOT NULL, host_id INTEGER, skipped TEXT, reason TEXT,
+    crawlable INTEGER NOT NULL, new_id INTEGER, new_kind INTEGER);
 CREATE TEMP TABLE IF NOT EXISTS recorded_batch (
     new_id INTEGER PRIMARY KEY, old_id INTEGER NOT NULL, depth INTEGER NOT NULL,
     within INTEGER NOT NULL);
@@ -51,8 +57,7 @@ CREATE TEMP TABLE IF NOT EXISTS recorded_link (
     source_id INTEGER NOT NULL, old_target INTEGER NOT NULL, element TEXT NOT NULL,
     fragment TEXT NOT NULL, at INTEGER, depth INTEGER NOT NULL, within INTEGER NOT NULL);
 CREATE TEMP TABLE IF NOT EXISTS recorded_url (
-    old_id INTEGER PRIMARY KEY, url TEXT NOT NULL, host_id INTEGER, kind INTEGER NOT NULL,
-    depth INTEGER NOT NULL, new_id INTEGER);
+    old_id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, depth INTEGER NOT NULL);
 """
 
 _LINKS = """
@@ -66,9 +71,10 @@ FROM temp.recorded_batch b JOIN link_settled l ON l.source_id = b.old_id
 """
 
 _UNCLASSIFIED = """
-SELECT DISTINCT l.old_target, t.url
-FROM temp.recorded_link l JOIN url t ON t.id = l.old_target
-WHERE l.old_target NOT IN (SELECT old_id FROM temp.recorded_target)
+SELECT t.id, t.url, t.host_id
+FROM (SELECT DISTINCT old_target FROM temp.recorded_link) l
+JOIN url t ON t.id = l.old_target
+WHERE NOT EXISTS (SELECT 1 FROM temp.recorded_target f WHERE f.old_id = l.old_target)
 """
 
 # scope.recorded_kind, per link: ?1 is whether fragments are checked.
@@ -81,65 +87,80 @@ CASE WHEN f.skipped IS NOT NULL THEN 0
 """
 
 _TARGETS = f"""
-INSERT INTO temp.recorded_url (old_id, url, host_id, kind, depth)
-SELECT l.old_target, t.url, t.host_id, max({_KIND}), min(l.depth)
-FROM temp.recorded_link l
-JOIN temp.recorded_target f ON f.old_id = l.old_target
-JOIN url t ON t.id = l.old_target
+INSERT INTO temp.recorded_url (old_id, kind, depth)
+SELECT l.old_target, max({_KIND}), min(l.depth)
+FROM temp.recorded_link l CROSS JOIN temp.recorded_target f ON f.old_id = l.old_target
 GROUP BY l.old_target
 """
 
-# Frontier._INSERT and _UPGRADE in one: a stronger kind upgrades (and re-opens) a row.
+# Targets this writer has not met in this crawl yet: Frontier._INSERT and _UPGRADE in
+# one (a stronger kind upgrades, and re-opens, a row another writer made).
 _UPSERT = """
 INSERT INTO url (crawl_id, url, host_id, kind, depth, hop, state)
-SELECT ?1, url, host_id, kind, depth, 0, CASE WHEN kind = 0 THEN 2 ELSE 0 END
-FROM temp.recorded_url WHERE true ORDER BY old_id
+SELECT ?1, f.url, f.host_id, r.kind, r.depth, 0, CASE WHEN r.kind = 0 THEN 2 ELSE 0 END
+FROM temp.recorded_url r CROSS JOIN temp.recorded_target f ON f.old_id = r.old_id
+WHERE f.new_id IS NULL ORDER BY r.old_id
 ON CONFLICT (crawl_id, url) DO UPDATE SET
     kind = excluded.kind, depth = min(url.depth, excluded.depth),
     state = CASE WHEN url.state = 2 THEN 0 ELSE url.state END
 WHERE url.kind >= 1 AND url.kind < excluded.kind
 """
 
-_NEW_IDS = """
-UPDATE temp.recorded_url SET new_id = (
-    SELECT u.id FROM url u WHERE u.crawl_id = ?1 AND u.url = temp.recorded_url.url)
+# ... whose rows are then remembered: later batches find them by id, not by URL.
+_MAP = """
+UPDATE temp.recorded_target SET (new_id, new_kind) = (
+    SELECT u.id, u.kind FROM url u WHERE u.crawl_id = ?1 AND u.url = temp.recorded_target.url)
+WHERE old_id IN (SELECT old_id FROM temp.recorded_url) AND new_id IS NULL
+"""
+
+# Targets met before whose kind this batch raises (Frontier._UPGRADE, by id).
+_UPGRADES = """
+SELECT f.new_id, r.kind, r.depth, f.old_id
+FROM temp.recorded_url r CROSS JOIN temp.recorded_target f ON f.old_id = r.old_id
+WHERE f.new_id IS NOT NULL AND f.new_kind >= 1 AND f.new_kind < r.kind
+"""
+_UPGRADE = """
+UPDATE url SET kind = ?2, depth = min(depth, ?3),
+    state = CASE WHEN state = 2 THEN 0 ELSE state END
+WHERE id = ?1 AND kind >= 1 AND kind < ?2
 """
 
 _SKIPPED = """
 INSERT INTO result (url_id, class, error, checked_at)
-SELECT r.new_id, f.skipped, f.reason, ?2
-FROM temp.recorded_url r JOIN temp.recorded_target f ON f.old_id = r.old_id
-WHERE r.new_id > ?1 AND r.kind = 0
+SELECT f.new_id, f.skipped, f.reason, ?2
+FROM temp.recorded_url r CROSS JOIN temp.recorded_target f ON f.old_id = r.old_id
+WHERE f.new_id > ?1 AND r.kind = 0
 """
 
 # Frontier._reuse_earlier_result for the batch's new checked URLs.
 _REUSE = """
 INSERT INTO result (url_id, class, status, content_type, bytes, elapsed_ms, checked_at)
-SELECT r.new_id, 'ok', e.status, e.content_type, e.bytes, e.elapsed_ms, e.checked_at
+SELECT f.new_id, 'ok', e.status, e.content_type, e.bytes, e.elapsed_ms, e.checked_at
 FROM temp.recorded_url r
+CROSS JOIN temp.recorded_target f ON f.old_id = r.old_id
 JOIN result e ON e.url_id = (
     SELECT p.id FROM url p JOIN result pr ON pr.url_id = p.id
-    WHERE p.crawl_id IN ({marks}) AND p.url = r.url AND pr.class = 'ok' AND pr.checked_at >= ?2
+    WHERE p.crawl_id IN ({marks}) AND p.url = f.url AND pr.class = 'ok' AND pr.checked_at >= ?2
     ORDER BY pr.checked_at DESC LIMIT 1)
-WHERE r.new_id > ?1 AND r.kind = 1
+WHERE f.new_id > ?1 AND r.kind = 1
 RETURNING url_id
 """
 
 _SETTLED_LINKS = """
 INSERT OR IGNORE INTO link_settled (source_id, target_id, element, at)
-SELECT l.source_id, r.new_id, l.element, l.at
+SELECT l.source_id, f.new_id, l.element, l.at
 FROM temp.recorded_link l
-JOIN temp.recorded_url r ON r.old_id = l.old_target
-JOIN url u ON u.id = r.new_id
+CROSS JOIN temp.recorded_target f ON f.old_id = l.old_target
+JOIN url u ON u.id = f.new_id
 WHERE u.settled = 1 AND l.fragment = ''
 """
 
 _OPEN_LINKS = """
 INSERT INTO link_fresh (target_id, source_id, fragment, element, at)
-SELECT r.new_id, l.source_id, l.fragment, l.element, l.at
+SELECT f.new_id, l.source_id, l.fragment, l.element, l.at
 FROM temp.recorded_link l
-JOIN temp.recorded_url r ON r.old_id = l.old_target
-JOIN url u ON u.id = r.new_id
+CROSS JOIN temp.recorded_target f ON f.old_id = l.old_target
+JOIN url u ON u.id = f.new_id
 WHERE NOT (u.settled = 1 AND l.fragment = '')
 ORDER BY l.rowid
 """
@@ -216,7 +237,14 @@ class RecordedLinks:
             conn.execute(_TARGETS, (scope.include_fragments,))
             (before,) = conn.execute("SELECT coalesce(max(id), 0) FROM url").fetchone()
             conn.execute(_UPSERT, (self._crawl_id,))
-            conn.execute(_NEW_IDS, (self._crawl_id,))
+            conn.execute(_MAP, (self._crawl_id,))
+            upgrades = conn.execute(_UPGRADES).fetchall()
+            if upgrades:
+                conn.executemany(_UPGRADE, [row[:3] for row in upgrades])
+                conn.executemany(
+                    "UPDATE temp.recorded_target SET new_kind = ? WHERE old_id = ?",
+                    [(kind, old_id) for _, kind, _, old_id in upgrades],
+                )
             conn.execute(_SKIPPED, (before, now))
             self._reuse(before, now)
             conn.execute(_SETTLED_LINKS)
@@ -228,14 +256,14 @@ class RecordedLinks:
     def _classify(self, scope: LinkClassifier) -> None:
         """Classify the batch's targets met for the first time, once each."""
         rows = []
-        for old_id, url in self._conn.execute(_UNCLASSIFIED).fetchall():
+        for old_id, url, host_id in self._conn.execute(_UNCLASSIFIED).fetchall():
             target = scope.recorded_target(url)
             skipped = None if target.skipped is None else str(target.skipped)
-            rows.append((old_id, skipped, target.reason, target.crawlable))
+            rows.append((old_id, url, host_id, skipped, target.reason, target.crawlable))
         if rows:
             self._conn.executemany(
-                "INSERT INTO temp.recorded_target (old_id, skipped, reason, crawlable) "
-                "VALUES (?, ?, ?, ?)",
+                "INSERT INTO temp.recorded_target "
+                "(old_id, url, host_id, skipped, reason, crawlable) VALUES (?, ?, ?, ?, ?, ?)",
                 rows,
             )
 
