@@ -4,7 +4,7 @@
     .venv/bin/python bench/recrawl.py --pages 10000
     .venv/bin/python bench/recrawl.py --pages 1000 --check      # smoke test
 
-The site (``sitegen``) is copied to a working directory and served by nginx
+The site (``sitegen``) is hard-linked into a working directory and served by nginx
 (``serve.Server``), which answers conditional requests for static files
 (ETag from mtime and size, Last-Modified from mtime). The script crawls it
 (``crawler crawl``), changes 1% of the pages, half of them each way:
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import resource
@@ -74,7 +75,7 @@ def plant_changes(site: Path, truth: dict[str, object], pages: int, seed: int) -
         file = site / sitegen.page_file(i)
         target = f"/new-missing/{i}.html"
         text = file.read_text()
-        file.write_text(text.replace("</body>", f'<a href="{target}">new</a></body>', 1))
+        replace(file, text.replace("</body>", f'<a href="{target}">new</a></body>', 1))
         new_broken[target] = [page_paths(pages)[i]]
     singles = [source for source in single if source not in {sitegen.page_file(i) for i in adders}]
     rng.shuffle(singles)
@@ -96,13 +97,20 @@ def plant_changes(site: Path, truth: dict[str, object], pages: int, seed: int) -
 
             changed = _HREF.sub(drop, text)
             if changed != text:
-                file.write_text(changed)
+                replace(file, changed)
                 fixed.append(dead)
                 continue
         file = site / sitegen.page_file(i)
         text = file.read_text()
-        file.write_text(_OWN_IMG.sub("", text, count=1))
+        replace(file, _OWN_IMG.sub("", text, count=1))
     return {"changed_pages": count, "new_broken": new_broken, "fixed": sorted(fixed)}
+
+
+def replace(file: Path, text: str) -> None:
+    """Write a changed page as a new file: the old one is a hard link into the cached site."""
+    fresh = file.with_name(file.name + ".new")
+    fresh.write_text(text)
+    os.replace(fresh, file)
 
 
 def children_cpu_s() -> float:
@@ -205,7 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     run_dir.mkdir(parents=True)
     work = run_dir / "copy"
     log(f"copying the site to {work}")
-    shutil.copytree(cached, work)  # the cached site is shared and read-only
+    # Hard links, not copies (a 100,000-page site is ~100,000 files): the cached
+    # site is shared and read-only, and ``replace`` gives a changed page a file of its own.
+    shutil.copytree(cached, work, copy_function=os.link)
     db: Path | str = args.db or run_dir / "crawl.db"
     flags = ["-n", "--max-concurrency", str(args.concurrency)]
     flags += ["--host-concurrency", str(args.concurrency)]

@@ -4,11 +4,13 @@
 links) in one transaction. Run row by row, each result, each page's links and
 each state change was its own ``execute`` or ``executemany``: the Python
 around them held the GIL the event loop needs. Here the batch's rows are
-gathered as plain tuples and written with one ``executemany`` per table.
+gathered as plain tuples and written with one statement per table.
 
 ``take_leases`` decides which completions are accepted (one statement for the
 batch: the rows this owner still holds) and marks them done or pending again;
-``Rows`` collects what the accepted ones store and writes it.
+``Rows`` collects what the accepted ones store and writes it. Each table's
+rows go in as one JSON array (``bulk``): ``executemany`` took the GIL back
+once per row, waiting for the event loop's thread each time.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from crawler.models import Outcome
-from crawler.store.sqlite import links
+from crawler.store.sqlite import bulk, links
 
 # The batch's rows this owner still holds: only those may be completed.
 _HELD = """
@@ -27,28 +29,33 @@ SELECT id FROM url
 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 1 AND lease_owner = ?2
 """
 
-_RETRY = """
+# Rows of ?1: (id, retry at); ?2 the owner.
+_RETRY = f"""
 UPDATE url SET state = 0, lease_owner = NULL, lease_expires_at = NULL,
-    attempts = attempts + 1, next_attempt_at = ?1
-WHERE id = ?2 AND state = 1 AND lease_owner = ?3
+    attempts = attempts + 1, next_attempt_at = r.at
+FROM {bulk.rows_of(2, ["id", "at"])} AS r
+WHERE url.id = r.id AND url.state = 1 AND url.lease_owner = ?2
 """
 
 # A row upgraded from check to page while we held it goes back to pending. A
 # page crawled OK is settled: links to it go to link_settled from now on.
-_DONE = """
-UPDATE url SET state = CASE WHEN kind = ?1 THEN 2 ELSE 0 END,
-    settled = (kind = ?1 AND ?2),
+# Rows of ?1: (id, kind leased, settles); ?2 the owner.
+_DONE = f"""
+UPDATE url SET state = CASE WHEN url.kind = d.kind THEN 2 ELSE 0 END,
+    settled = (url.kind = d.kind AND d.settles),
     lease_owner = NULL, lease_expires_at = NULL, attempts = attempts + 1
-WHERE id = ?3 AND state = 1 AND lease_owner = ?4
+FROM {bulk.rows_of(3, ["id", "kind", "settles"])} AS d
+WHERE url.id = d.id AND url.state = 1 AND url.lease_owner = ?2
 """
 
 # An upsert, not INSERT OR REPLACE: the counting triggers (crawl_count) see a
 # changed result as an update; REPLACE's delete would not fire them.
-RESULT = """
+_RESULT_INTO = """
 INSERT INTO result
     (url_id, class, status, error_kind, error, redirect_to_id,
      content_type, bytes, elapsed_ms, checked_at, head_status)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+_RESULT_CONFLICT = """
 ON CONFLICT (url_id) DO UPDATE SET
     class = excluded.class, status = excluded.status, error_kind = excluded.error_kind,
     error = excluded.error, redirect_to_id = excluded.redirect_to_id,
@@ -56,9 +63,10 @@ ON CONFLICT (url_id) DO UPDATE SET
     elapsed_ms = excluded.elapsed_ms, checked_at = excluded.checked_at,
     head_status = excluded.head_status
 """
+RESULT = f"{_RESULT_INTO} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {_RESULT_CONFLICT}"
 
-_VALIDATORS = """
-INSERT INTO page_validator (url_id, etag, last_modified) VALUES (?, ?, ?)
+_VALIDATORS_INTO = "INSERT INTO page_validator (url_id, etag, last_modified)"
+_VALIDATORS_CONFLICT = """
 ON CONFLICT (url_id) DO UPDATE SET etag = excluded.etag, last_modified = excluded.last_modified
 """
 
@@ -79,8 +87,8 @@ def take_leases(
     ids = [o.leased.id for o in outcomes]
     held = {row[0] for row in conn.execute(_HELD, (json.dumps(ids), owner))}
     accepted: list[bool] = []
-    retries: list[tuple[float, int, str]] = []
-    dones: list[tuple[int, bool, int, str]] = []
+    retries: list[tuple[int, float]] = []
+    dones: list[tuple[int, int, bool]] = []
     for outcome in outcomes:
         url_id = outcome.leased.id
         if url_id not in held:
@@ -89,13 +97,11 @@ def take_leases(
         held.discard(url_id)
         accepted.append(True)
         if outcome.result is None:
-            retries.append((outcome.retry_at or now, url_id, owner))
+            retries.append((url_id, outcome.retry_at or now))
         else:
-            dones.append((int(outcome.leased.kind), outcome.settles, url_id, owner))
-    if retries:
-        conn.executemany(_RETRY, retries)
-    if dones:
-        conn.executemany(_DONE, dones)
+            dones.append((url_id, int(outcome.leased.kind), outcome.settles))
+    bulk.run(conn, _RETRY, retries, owner)
+    bulk.run(conn, _DONE, dones, owner)
     return accepted
 
 
@@ -141,18 +147,11 @@ class Rows:
         """One statement per table (inside the caller's transaction; url rows already there)."""
         if self.open:
             links.record(conn, self.open)
-        if self.settled:
-            conn.executemany(
-                "INSERT OR IGNORE INTO link_settled (source_id, target_id, element, at) "
-                "VALUES (?, ?, ?, ?)",
-                self.settled,
-            )
-        if self.anchors:
-            conn.executemany(
-                "INSERT OR IGNORE INTO anchor (url_id, name) VALUES (?, ?)", self.anchors
-            )
-        if self.results:
-            self.results.sort(key=lambda r: r[0])
-            conn.executemany(RESULT, self.results)
-        if self.validators:
-            conn.executemany(_VALIDATORS, self.validators)
+        bulk.insert(
+            conn, "INSERT OR IGNORE INTO link_settled (source_id, target_id, element, at)",
+            self.settled,
+        )  # fmt: skip
+        bulk.insert(conn, "INSERT OR IGNORE INTO anchor (url_id, name)", self.anchors)
+        self.results.sort(key=lambda r: r[0])
+        bulk.insert(conn, _RESULT_INTO, self.results, _RESULT_CONFLICT)
+        bulk.insert(conn, _VALIDATORS_INTO, self.validators, _VALIDATORS_CONFLICT)

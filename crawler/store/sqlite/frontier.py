@@ -39,7 +39,7 @@ from crawler.models import (
     UrlState,
 )
 from crawler.store import liveness, worker_counts
-from crawler.store.sqlite import completion, links, recorded, recrawl
+from crawler.store.sqlite import bulk, completion, links, recorded, recrawl
 from crawler.store.sqlite.db import WRITER_BUSY_TIMEOUT_MS, atomic
 
 DEFAULT_SEEN_CACHE_SIZE = 50_000
@@ -649,13 +649,11 @@ class Frontier:
         return liveness.dead_workers(rows, now, stale_after_s)
 
 
-_INSERT_NEW = """
-INSERT INTO url (id, crawl_id, url, host_id, kind, depth, hop) VALUES (?, ?, ?, ?, ?, ?, ?)
-"""
+_INSERT_NEW = "INSERT INTO url (id, crawl_id, url, host_id, kind, depth, hop)"
 
 
 class _NewUrls:
-    """A batch's new URL rows: ids given here, rows inserted by one ``executemany``.
+    """A batch's new URL rows: ids given here, rows inserted by one statement (``bulk``).
 
     The writer holds the write lock for the whole transaction, so the next
     row's id is SQLite's own choice, ``max(id) + 1``: read once, counted on.
@@ -683,5 +681,5 @@ class _NewUrls:
     def flush(self) -> None:
         """Insert the rows given ids so far (before anything reads or writes ``url``)."""
         if self._rows:
-            self._conn.executemany(_INSERT_NEW, self._rows)
+            bulk.insert(self._conn, _INSERT_NEW, self._rows)
             self._rows.clear()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping
 
+from crawler.store.sqlite import bulk
 from crawler.store.sqlite.db import atomic
 
 MIN_BATCH_ROWS = 200_000
@@ -37,9 +38,9 @@ Edges = Mapping[tuple[int, int, str], tuple[str, int | None]]
 
 def record(conn: sqlite3.Connection, edges: Edges) -> None:
     """Append open links (inside the caller's transaction), one row per key."""
-    conn.executemany(
-        "INSERT INTO link_fresh (target_id, source_id, fragment, element, at) "
-        "VALUES (?, ?, ?, ?, ?)",
+    bulk.insert(
+        conn,
+        "INSERT INTO link_fresh (target_id, source_id, fragment, element, at)",
         [(t, s, f, e, at) for (t, s, f), (e, at) in edges.items()],
     )
 

@@ -23,9 +23,9 @@ of a re-crawl's work; here a batch of such pages costs a few statements:
 
 The batch's tables drive every join into ``recorded_target``, which grows
 with the crawl (``CROSS JOIN`` fixes SQLite's join order): a batch costs
-what it holds, not what the crawl has met. Ids are given in the previous crawl's order of the targets. The caller
-holds the transaction and leaves the writer's caches as they are (rows it
-does not know of are looked up).
+what it holds, not what the crawl has met. Ids are given in the previous
+crawl's order of the targets. The caller holds the transaction and leaves
+the writer's caches as they are (rows it does not know of are looked up).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from crawler import recrawl
 from crawler.models import LinkClassifier, Outcome, PreviousLink
 from crawler.scope import ANCHOR_ELEMENTS, PAGE_ELEMENTS
+from crawler.store.sqlite import bulk
 from crawler.store.sqlite import recrawl as previous
 
 CHUNK = 400  # bound parameters per IN (...)
@@ -227,10 +228,8 @@ class RecordedLinks:
         if scope is None:
             return
         try:
-            conn.executemany(
-                "INSERT INTO temp.recorded_batch (new_id, old_id, depth, within) "
-                "VALUES (?, ?, ?, ?)",
-                batch,
+            bulk.insert(
+                conn, "INSERT INTO temp.recorded_batch (new_id, old_id, depth, within)", batch
             )
             conn.execute(_LINKS)
             self._classify(scope)
@@ -261,9 +260,10 @@ class RecordedLinks:
             skipped = None if target.skipped is None else str(target.skipped)
             rows.append((old_id, url, host_id, skipped, target.reason, target.crawlable))
         if rows:
-            self._conn.executemany(
+            bulk.insert(
+                self._conn,
                 "INSERT INTO temp.recorded_target "
-                "(old_id, url, host_id, skipped, reason, crawlable) VALUES (?, ?, ?, ?, ?, ?)",
+                "(old_id, url, host_id, skipped, reason, crawlable)",
                 rows,
             )
 

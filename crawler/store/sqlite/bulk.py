@@ -1,0 +1,53 @@
+"""Many rows in one statement: a JSON array read by ``json_each``, not ``executemany``.
+
+The writer runs on its own thread beside the event loop's. ``executemany``
+binds each row holding the GIL and steps it without: it takes the GIL back
+once per row, and whenever the loop's thread is running it waits for the
+switch interval each time. A group commit's ~5,000 link rows then cost
+hundreds of milliseconds of waiting (bench/RESULTS.md, "the writer's GIL
+round trips"). One statement over a JSON array of the rows takes the GIL
+back once for all of them; SQLite reads the array in C.
+
+Values go through JSON: integers, floats, text, None and booleans (as 1/0).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+
+def columns(count: int) -> str:
+    """The select list reading ``count`` values of each row of ``json_each(?)``."""
+    return ", ".join(f"json_extract(value, '$[{i}]')" for i in range(count))
+
+
+def rows_of(count: int, names: Sequence[str] | None = None) -> str:
+    """A subquery of the rows, columns named ``names`` (c0, c1, ... by default)."""
+    named = names or [f"c{i}" for i in range(count)]
+    select = ", ".join(f"json_extract(value, '$[{i}]') AS {name}" for i, name in enumerate(named))
+    return f"(SELECT {select} FROM json_each(?1))"
+
+
+def insert(
+    conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[object]], tail: str = ""
+) -> None:
+    """``head`` (``INSERT INTO t (a, b)``) of these rows, then ``tail`` (an ``ON CONFLICT``).
+
+    Rows are inserted in their order; triggers fire per row as for ``executemany``.
+    """
+    if not rows:
+        return
+    width = len(rows[0])
+    # WHERE true: an upsert's ON CONFLICT after a SELECT needs it (SQLite's grammar).
+    sql = f"{head} SELECT {columns(width)} FROM json_each(?1) WHERE true {tail}"
+    conn.execute(sql, (json.dumps(rows),))
+
+
+def run(
+    conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[object]], *extra: object
+) -> None:
+    """``sql`` reading the rows as ``?1`` (see ``rows_of``), ``extra`` as ?2, ?3, ..."""
+    if rows:
+        conn.execute(sql, (json.dumps(rows), *extra))
