@@ -77,7 +77,11 @@ def plant_changes(site: Path, truth: dict[str, object], pages: int, seed: int) -
         text = file.read_text()
         replace(file, text.replace("</body>", f'<a href="{target}">new</a></body>', 1))
         new_broken[target] = [page_paths(pages)[i]]
-    singles = [source for source in single if source not in {sitegen.page_file(i) for i in adders}]
+    singles = [
+        source
+        for source in single
+        if source not in {sitegen.page_file(i) for i in adders} and source not in overlaid
+    ]
     rng.shuffle(singles)
     for i in removers:
         file = site / sitegen.page_file(i)
