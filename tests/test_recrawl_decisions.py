@@ -62,7 +62,8 @@ def recorded(children: list[PreviousLink]) -> tuple[PreviousLink, ...]:
 
 def children_of(outcome: Outcome, page: PreviousPage) -> list[Discovered]:
     """What the store takes in for a 304 page: its recorded links, classified (``expand``)."""
-    assert outcome.recorded is not None and outcome.recorded.page == page.row
+    assert outcome.recorded is not None
+    assert outcome.recorded.page == page.row
     assert not outcome.children  # by reference only: the store reads them
     return recrawl.expand(outcome, page.links).children
 
