@@ -7,18 +7,20 @@ of a re-crawl's work; here a batch of such pages costs a few statements:
 
 1. ``temp.recorded_batch``: the batch's pages (new row, old row, depth);
    ``temp.recorded_link``: their old links (both link tables, by source).
-2. Each old target met for the first time is classified once, in Python
-   (``Scope.recorded_target``), into ``temp.recorded_target``; the per-link
-   rest of ``classify_recorded`` is ``scope.recorded_kind``'s twin below.
-3. ``temp.recorded_url``: one row per target with the strongest kind its
-   links give and the least depth. A target this writer has not met yet is
-   upserted into ``url`` with ``Frontier._upsert``'s meaning (new rows
-   pending, or done with their result when skipped; a stronger kind
-   upgrades and re-opens a row) and its row remembered in
-   ``recorded_target``; one met before is upgraded by id when this batch
-   raises its kind. A new checked URL reuses a fine result of an earlier
-   crawl under ``--max-cache-age``.
-4. The links, by the new rows: to a settled page without a fragment into
+2. ``temp.recorded_url``: one row per target, from its links alone: the
+   least depth, whether one of them would crawl it (a page element within
+   ``--max-depth``), whether one names an anchor to check.
+3. Each old target met for the first time is classified once, in Python
+   (``Scope.recorded_target``), into ``temp.recorded_target``; with that
+   answer per URL, the strongest of its links' kinds follows in SQL (the
+   rest of ``classify_recorded``: ``scope.recorded_kind``'s twin).
+4. A target this writer has not met yet is upserted into ``url`` with
+   ``Frontier._upsert``'s meaning (new rows pending, or done with their
+   result when skipped; a stronger kind upgrades and re-opens a row) and its
+   row remembered in ``recorded_target``; one met before is upgraded by id
+   when this batch raises its kind. A new checked URL reuses a fine result
+   of an earlier crawl under ``--max-cache-age``.
+5. The links, by the new rows: to a settled page without a fragment into
    ``link_settled``, every other into ``link_fresh``.
 
 The batch's tables drive every join into ``recorded_target``, which grows
@@ -58,7 +60,8 @@ CREATE TEMP TABLE IF NOT EXISTS recorded_link (
     source_id INTEGER NOT NULL, old_target INTEGER NOT NULL, element TEXT NOT NULL,
     fragment TEXT NOT NULL, at INTEGER, depth INTEGER NOT NULL, within INTEGER NOT NULL);
 CREATE TEMP TABLE IF NOT EXISTS recorded_url (
-    old_id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, depth INTEGER NOT NULL);
+    old_id INTEGER PRIMARY KEY, paged INTEGER NOT NULL, anchored INTEGER NOT NULL,
+    depth INTEGER NOT NULL, kind INTEGER);
 """
 
 _LINKS = """
@@ -71,27 +74,34 @@ SELECT b.new_id, l.target_id, l.element, l.fragment, l.at, b.depth, b.within
 FROM temp.recorded_batch b JOIN link_settled l ON l.source_id = b.old_id
 """
 
+# One row per target, from its links alone: whether one of them would crawl it
+# (a page element within --max-depth), whether one names an anchor to check.
+_TARGETS = f"""
+INSERT INTO temp.recorded_url (old_id, paged, anchored, depth)
+SELECT old_target,
+       max(within AND element IN ({_listed(PAGE_ELEMENTS)})),
+       max(fragment <> '' AND element IN ({_listed(ANCHOR_ELEMENTS)})
+           AND substr(fragment, 1, 3) <> ':~:'),
+       min(depth)
+FROM temp.recorded_link GROUP BY old_target
+"""
+
 _UNCLASSIFIED = """
 SELECT t.id, t.url, t.host_id
-FROM (SELECT DISTINCT old_target FROM temp.recorded_link) l
-JOIN url t ON t.id = l.old_target
-WHERE NOT EXISTS (SELECT 1 FROM temp.recorded_target f WHERE f.old_id = l.old_target)
+FROM temp.recorded_url r JOIN url t ON t.id = r.old_id
+WHERE NOT EXISTS (SELECT 1 FROM temp.recorded_target f WHERE f.old_id = r.old_id)
 """
 
-# scope.recorded_kind, per link: ?1 is whether fragments are checked.
-_KIND = f"""
-CASE WHEN f.skipped IS NOT NULL THEN 0
-     WHEN f.crawlable AND l.within AND l.element IN ({_listed(PAGE_ELEMENTS)}) THEN 3
-     WHEN ?1 AND l.fragment <> '' AND l.element IN ({_listed(ANCHOR_ELEMENTS)})
-          AND substr(l.fragment, 1, 3) <> ':~:' THEN 2
-     ELSE 1 END
-"""
-
-_TARGETS = f"""
-INSERT INTO temp.recorded_url (old_id, kind, depth)
-SELECT l.old_target, max({_KIND}), min(l.depth)
-FROM temp.recorded_link l CROSS JOIN temp.recorded_target f ON f.old_id = l.old_target
-GROUP BY l.old_target
+# scope.recorded_kind of the strongest link: the per-URL answer, then the links'
+# (the strongest link's kind is a page if any link crawls it, else anchors if
+# any names one, else a check). ?1 is whether fragments are checked.
+_KINDS = """
+UPDATE temp.recorded_url SET kind = (
+    SELECT CASE WHEN f.skipped IS NOT NULL THEN 0
+                WHEN f.crawlable AND temp.recorded_url.paged THEN 3
+                WHEN ?1 AND temp.recorded_url.anchored THEN 2
+                ELSE 1 END
+    FROM temp.recorded_target f WHERE f.old_id = temp.recorded_url.old_id)
 """
 
 # Targets this writer has not met in this crawl yet: Frontier._INSERT and _UPGRADE in
@@ -232,8 +242,9 @@ class RecordedLinks:
                 conn, "INSERT INTO temp.recorded_batch (new_id, old_id, depth, within)", batch
             )
             conn.execute(_LINKS)
+            conn.execute(_TARGETS)
             self._classify(scope)
-            conn.execute(_TARGETS, (scope.include_fragments,))
+            conn.execute(_KINDS, (scope.include_fragments,))
             (before,) = conn.execute("SELECT coalesce(max(id), 0) FROM url").fetchone()
             conn.execute(_UPSERT, (self._crawl_id,))
             conn.execute(_MAP, (self._crawl_id,))
