@@ -23,6 +23,7 @@ synchronous: ``AsyncFrontier`` runs it on the single writer thread.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sqlite3
@@ -44,7 +45,6 @@ from crawler.store.sqlite.db import WRITER_BUSY_TIMEOUT_MS, atomic
 
 DEFAULT_SEEN_CACHE_SIZE = 50_000
 HOST_CACHE_SIZE = 20_000
-LOOKUP_CHUNK = 400  # bound parameters per IN (...) probe
 
 
 _INSERT = """
@@ -522,8 +522,8 @@ class Frontier:
         """Look up the batch's links the cache misses, a few statements for all; return the absent.
 
         Most links on a page are already in the frontier (found by an earlier
-        page); one ``IN`` probe per few hundred of them is far cheaper than an
-        INSERT attempt and a SELECT for each. The URLs it does not find are new:
+        page); one probe for all of them is far cheaper than an INSERT attempt
+        and a SELECT for each. The URLs it does not find are new:
         nothing else writes the table while this transaction holds the lock.
         """
         found = {child.url for outcome in done for child in outcome.children}
@@ -531,15 +531,14 @@ class Frontier:
         seen = self._seen
         keys = [url for url in found if url not in seen]
         absent = set(keys)
-        for start in range(0, len(keys), LOOKUP_CHUNK):
-            chunk = keys[start : start + LOOKUP_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for url, url_id, kind, settled in self._conn.execute(
-                f"SELECT url, id, kind, settled FROM url WHERE crawl_id = ? AND url IN ({marks})",
-                (self.crawl_id, *chunk),
-            ):
-                self._remember(url, url_id, kind, settled)
-                absent.discard(url)
+        if not keys:
+            return absent
+        # One statement and one row back (``bulk``): a row per found URL took the
+        # GIL back once per row, waiting for the event loop's thread each time.
+        (found_rows,) = self._conn.execute(_PROBE, (self.crawl_id, json.dumps(keys))).fetchone()
+        for url, url_id, kind, settled in json.loads(found_rows):
+            self._remember(url, url_id, kind, settled)
+            absent.discard(url)
         return absent
 
     def _earlier(self) -> list[int]:
@@ -650,6 +649,13 @@ class Frontier:
 
 
 _INSERT_NEW = "INSERT INTO url (id, crawl_id, url, host_id, kind, depth, hop)"
+
+# Which of these URLs (?2, a JSON array) the crawl has, as one JSON array of rows;
+# CROSS JOIN: the array drives (else SQLite may walk the crawl's rows instead).
+_PROBE = """
+SELECT json_group_array(json_array(u.url, u.id, u.kind, u.settled))
+FROM json_each(?2) k CROSS JOIN url u ON u.crawl_id = ?1 AND u.url = k.value
+"""
 
 
 class _NewUrls:
