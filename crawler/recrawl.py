@@ -15,7 +15,7 @@ so the re-crawl's frontier and report are what a full crawl's would be.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from crawler.fetch_types import Fetched
 from crawler.models import (
@@ -94,3 +94,12 @@ def expand(outcome: Outcome, links: Iterable[PreviousLink]) -> Outcome:
         for url, element, fragment, line, column in sorted(links, key=lambda link: link[:3])
     ]
     return dataclasses.replace(outcome, children=[*outcome.children, *children], recorded=None)
+
+
+def expand_all(
+    outcomes: Sequence[Outcome], links: Mapping[int, Iterable[PreviousLink]]
+) -> list[Outcome]:
+    """``expand`` for a batch, with the links a store read by previous page row."""
+    return [
+        o if o.recorded is None else expand(o, links.get(o.recorded.page, ())) for o in outcomes
+    ]

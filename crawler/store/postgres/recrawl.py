@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from crawler.models import Outcome, PreviousLink, PreviousPage
-from crawler.recrawl import expand
+from crawler.recrawl import expand_all
 
 _PAGES = """
 SELECT u.url, u.id, v.etag, v.last_modified, r.status, r.content_type, r.bytes
@@ -78,10 +78,7 @@ async def expanded(conn: Any, outcomes: Sequence[Outcome]) -> list[Outcome]:
     pages = [o.recorded.page for o in outcomes if o.recorded is not None]
     if not pages:
         return list(outcomes)
-    links = await previous_links(conn, pages)
-    return [
-        o if o.recorded is None else expand(o, links.get(o.recorded.page, ())) for o in outcomes
-    ]
+    return expand_all(outcomes, await previous_links(conn, pages))
 
 
 async def previous_pages(

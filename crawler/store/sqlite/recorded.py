@@ -33,16 +33,13 @@ the writer's caches as they are (rows it does not know of are looked up).
 from __future__ import annotations
 
 import sqlite3
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from crawler import recrawl
-from crawler.models import LinkClassifier, Outcome, PreviousLink
+from crawler.models import LinkClassifier, Outcome
 from crawler.scope import ANCHOR_ELEMENTS, PAGE_ELEMENTS
 from crawler.store.sqlite import bulk
 from crawler.store.sqlite import recrawl as previous
-
-CHUNK = 400  # bound parameters per IN (...)
 
 
 def _listed(names: frozenset[str]) -> str:
@@ -183,17 +180,7 @@ def expanded(conn: sqlite3.Connection, outcomes: Sequence[Outcome]) -> list[Outc
     For what the SQL copy does not keep: the ``--max-urls`` bound, counted URL by URL.
     """
     pages = [o.recorded.page for o in outcomes if o.recorded is not None]
-    found: defaultdict[int, list[PreviousLink]] = defaultdict(list)
-    for start in range(0, len(pages), CHUNK):
-        chunk = pages[start : start + CHUNK]
-        marks = ",".join("?" * len(chunk))
-        query = previous.LINKS_BY_SOURCE.format(marks=marks)
-        for source, *link in conn.execute(query, (*chunk, *chunk)):
-            found[source].append(tuple(link))
-    return [
-        o if o.recorded is None else recrawl.expand(o, found.get(o.recorded.page, ()))
-        for o in outcomes
-    ]
+    return recrawl.expand_all(outcomes, previous.previous_links(conn, pages))
 
 
 class RecordedLinks:

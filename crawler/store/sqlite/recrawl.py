@@ -63,6 +63,17 @@ def save_validators(
     )
 
 
+def previous_links(conn: sqlite3.Connection, pages: Sequence[int]) -> dict[int, list[PreviousLink]]:
+    """The links recorded from these pages (rows of the previous crawl), by page."""
+    links: defaultdict[int, list[PreviousLink]] = defaultdict(list)
+    for start in range(0, len(pages), CHUNK):
+        chunk = pages[start : start + CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for source, *link in conn.execute(LINKS_BY_SOURCE.format(marks=marks), (*chunk, *chunk)):
+            links[source].append(tuple(link))
+    return links
+
+
 def previous_pages(
     conn: sqlite3.Connection, previous_id: int, urls: Sequence[str], *, with_links: bool = True
 ) -> dict[str, PreviousPage]:
@@ -82,10 +93,7 @@ def _chunk(
         return {}
     ids = [row[1] for row in rows]
     id_marks = ",".join("?" * len(ids))
-    links: defaultdict[int, list[PreviousLink]] = defaultdict(list)
-    if with_links:
-        for row in conn.execute(LINKS_BY_SOURCE.format(marks=id_marks), (*ids, *ids)):
-            links[row[0]].append(row[1:])
+    links = previous_links(conn, ids) if with_links else {}
     anchors: defaultdict[int, set[str]] = defaultdict(set)
     for url_id, name in conn.execute(_ANCHORS.format(marks=id_marks), ids):
         anchors[url_id].add(name)
