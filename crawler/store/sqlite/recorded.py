@@ -6,10 +6,13 @@ each, looking each up in the writer's cache and writing each again was most
 of a re-crawl's work; here a batch of such pages costs a few statements:
 
 1. ``temp.recorded_batch``: the batch's pages (new row, old row, depth);
-   ``temp.recorded_link``: their old links (both link tables, by source).
-2. ``temp.recorded_url``: one row per target, from its links alone: the
-   least depth, whether one of them would crawl it (a page element within
-   ``--max-depth``), whether one names an anchor to check.
+   ``temp.recorded_link``: their old links (both link tables, by source),
+   each marked ``fresh`` unless an earlier batch mapped its target to a row
+   whose kind the link cannot raise (most links: to pages every page links to).
+2. ``temp.recorded_url``: one row per target of fresh links, from those links
+   alone: the least depth, whether one of them would crawl it (a page element
+   within ``--max-depth``), whether one names an anchor to check. Steps 3 and
+   4 read only these rows: a batch pays for its new targets, not its links.
 3. Each old target met for the first time is classified once, in Python
    (``Scope.recorded_target``), into ``temp.recorded_target``; with that
    answer per URL, the strongest of its links' kinds follows in SQL (the
@@ -55,24 +58,44 @@ CREATE TEMP TABLE IF NOT EXISTS recorded_batch (
     within INTEGER NOT NULL);
 CREATE TEMP TABLE IF NOT EXISTS recorded_link (
     source_id INTEGER NOT NULL, old_target INTEGER NOT NULL, element TEXT NOT NULL,
-    fragment TEXT NOT NULL, at INTEGER, depth INTEGER NOT NULL, within INTEGER NOT NULL);
+    fragment TEXT NOT NULL, at INTEGER, depth INTEGER NOT NULL, within INTEGER NOT NULL,
+    fresh INTEGER NOT NULL);
 CREATE TEMP TABLE IF NOT EXISTS recorded_url (
     old_id INTEGER PRIMARY KEY, paged INTEGER NOT NULL, anchored INTEGER NOT NULL,
     depth INTEGER NOT NULL, kind INTEGER);
 """
 
-_LINKS = """
-INSERT INTO temp.recorded_link (source_id, old_target, element, fragment, at, depth, within)
-SELECT b.new_id, l.target_id, l.element, l.fragment, l.at, b.depth, b.within
-FROM temp.recorded_batch b JOIN link_open l ON l.source_id = b.old_id
-WHERE l.element <> 'redirect'
-UNION ALL
-SELECT b.new_id, l.target_id, l.element, l.fragment, l.at, b.depth, b.within
-FROM temp.recorded_batch b JOIN link_settled l ON l.source_id = b.old_id
+# The strongest kind a link alone could give its target (ignoring the target's
+# scope): a page element within --max-depth a page, a named anchor anchors, else a check.
+_LINK_KIND = f"""
+CASE WHEN b.within AND l.element IN ({_listed(PAGE_ELEMENTS)}) THEN 3
+     WHEN l.fragment <> '' AND l.element IN ({_listed(ANCHOR_ELEMENTS)})
+          AND substr(l.fragment, 1, 3) <> ':~:' THEN 2
+     ELSE 1 END
 """
 
-# One row per target, from its links alone: whether one of them would crawl it
-# (a page element within --max-depth), whether one names an anchor to check.
+# ``fresh``: the link may make or raise its target's row. A link to a target an
+# earlier batch mapped (``new_id``) whose kind it cannot raise (skipped, or at
+# least what the link could give) only needs its row written: most of a
+# re-crawl's links, to pages every page links to.
+_LINKS = f"""
+INSERT INTO temp.recorded_link
+    (source_id, old_target, element, fragment, at, depth, within, fresh)
+SELECT l.source_id, l.old_target, l.element, l.fragment, l.at, l.depth, l.within,
+       f.new_id IS NULL OR (f.new_kind >= 1 AND f.new_kind < l.link_kind)
+FROM (SELECT b.new_id AS source_id, l.target_id AS old_target, l.element, l.fragment, l.at,
+             b.depth, b.within, {_LINK_KIND} AS link_kind
+      FROM temp.recorded_batch b JOIN link_open l ON l.source_id = b.old_id
+      WHERE l.element <> 'redirect'
+      UNION ALL
+      SELECT b.new_id, l.target_id, l.element, l.fragment, l.at, b.depth, b.within, {_LINK_KIND}
+      FROM temp.recorded_batch b JOIN link_settled l ON l.source_id = b.old_id) l
+LEFT JOIN temp.recorded_target f ON f.old_id = l.old_target
+"""
+
+# One row per target its fresh links may make or raise, from those links alone:
+# whether one of them would crawl it (a page element within --max-depth),
+# whether one names an anchor to check, and their least depth (an upgrade's).
 _TARGETS = f"""
 INSERT INTO temp.recorded_url (old_id, paged, anchored, depth)
 SELECT old_target,
@@ -80,7 +103,7 @@ SELECT old_target,
        max(fragment <> '' AND element IN ({_listed(ANCHOR_ELEMENTS)})
            AND substr(fragment, 1, 3) <> ':~:'),
        min(depth)
-FROM temp.recorded_link GROUP BY old_target
+FROM temp.recorded_link WHERE fresh GROUP BY old_target
 """
 
 _UNCLASSIFIED = """
@@ -151,7 +174,11 @@ JOIN result e ON e.url_id = (
     WHERE p.crawl_id IN ({marks}) AND p.url = f.url AND pr.class = 'ok' AND pr.checked_at >= ?2
     ORDER BY pr.checked_at DESC LIMIT 1)
 WHERE f.new_id > ?1 AND r.kind = 1
-RETURNING url_id
+"""
+# ... which are then done: the batch's new checks (rows after ?1) that have a result.
+_REUSED_DONE = """
+UPDATE url SET state = 2
+WHERE id IN (SELECT url_id FROM result WHERE url_id > ?1) AND kind = 1 AND state = 0
 """
 
 _SETTLED_LINKS = """
@@ -253,8 +280,8 @@ class RecordedLinks:
     def _classify(self, scope: LinkClassifier) -> None:
         """Classify the batch's targets met for the first time, once each."""
         rows = []
-        for old_id, url, host_id in self._conn.execute(_UNCLASSIFIED).fetchall():
-            target = scope.recorded_target(url)
+        for old_id, url, host_id in bulk.select(self._conn, _UNCLASSIFIED, (), 3):
+            target = scope.recorded_target(str(url))
             skipped = None if target.skipped is None else str(target.skipped)
             rows.append((old_id, url, host_id, skipped, target.reason, target.crawlable))
         if rows:
@@ -273,8 +300,5 @@ class RecordedLinks:
         if not earlier:
             return
         marks = ",".join(str(int(crawl)) for crawl in earlier)
-        reused = self._conn.execute(
-            _REUSE.format(marks=marks), (before, now - self._max_cache_age_s)
-        ).fetchall()
-        if reused:
-            self._conn.executemany("UPDATE url SET state = 2 WHERE id = ?", reused)
+        self._conn.execute(_REUSE.format(marks=marks), (before, now - self._max_cache_age_s))
+        self._conn.execute(_REUSED_DONE, (before,))
