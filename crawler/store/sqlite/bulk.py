@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 
 def columns(count: int) -> str:
@@ -55,7 +56,7 @@ def run(
 
 def select(
     conn: sqlite3.Connection, sql: str, params: Sequence[object], width: int
-) -> list[list[object]]:
+) -> list[list[Any]]:
     """The rows of ``sql`` (``width`` columns) as lists, read in one step as one JSON array.
 
     Each row a cursor steps takes the GIL back, as ``executemany`` does; one
@@ -66,5 +67,5 @@ def select(
         f"WITH q({names}) AS ({sql}) SELECT json_group_array(json_array({names})) FROM q",
         tuple(params),
     ).fetchone()
-    result: list[list[object]] = json.loads(rows)
+    result: list[list[Any]] = json.loads(rows)
     return result

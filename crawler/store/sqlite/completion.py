@@ -24,8 +24,9 @@ from crawler.models import Outcome
 from crawler.store.sqlite import bulk, links
 
 # The batch's rows this owner still holds: only those may be completed.
+# One JSON row, not a row each: every row a cursor steps takes the GIL back (``bulk``).
 _HELD = """
-SELECT id FROM url
+SELECT json_group_array(id) FROM url
 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 1 AND lease_owner = ?2
 """
 
@@ -85,7 +86,8 @@ def take_leases(
     after it finds the lease already given up.
     """
     ids = [o.leased.id for o in outcomes]
-    held = {row[0] for row in conn.execute(_HELD, (json.dumps(ids), owner))}
+    (held_ids,) = conn.execute(_HELD, (json.dumps(ids), owner)).fetchone()
+    held = set(json.loads(held_ids))
     accepted: list[bool] = []
     retries: list[tuple[int, float]] = []
     dones: list[tuple[int, int, bool]] = []
