@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from crawler.models import PreviousLink, PreviousPage
+from crawler.store.sqlite import bulk
 
 CHUNK = 400  # bound parameters per IN (...)
 
@@ -88,14 +89,15 @@ def _chunk(
     conn: sqlite3.Connection, previous_id: int, urls: Sequence[str], with_links: bool
 ) -> dict[str, PreviousPage]:
     marks = ",".join("?" * len(urls))
-    rows = conn.execute(_PAGES.format(marks=marks), (previous_id, *urls)).fetchall()
+    # One JSON row each, not a row each (``bulk.select``): this reads beside the event loop.
+    rows = bulk.select(conn, _PAGES.format(marks=marks), (previous_id, *urls), 7)
     if not rows:
         return {}
     ids = [row[1] for row in rows]
     id_marks = ",".join("?" * len(ids))
     links = previous_links(conn, ids) if with_links else {}
     anchors: defaultdict[int, set[str]] = defaultdict(set)
-    for url_id, name in conn.execute(_ANCHORS.format(marks=id_marks), ids):
+    for url_id, name in bulk.select(conn, _ANCHORS.format(marks=id_marks), ids, 2):
         anchors[url_id].add(name)
     return {
         url: PreviousPage(
