@@ -23,8 +23,10 @@ of a re-crawl's work; here a batch of such pages costs a few statements:
    row remembered in ``recorded_target``; one met before is upgraded by id
    when this batch raises its kind. A new checked URL reuses a fine result
    of an earlier crawl under ``--max-cache-age``.
-5. The links, by the new rows: to a settled page without a fragment into
-   ``link_settled``, every other into ``link_fresh``.
+5. The links, by the new rows: to a page this writer knows settled (its row
+   was when mapped, or a 304 page it completed since), without a fragment,
+   into ``link_settled``; every other into ``link_fresh``. No link searches
+   ``url``: ``recorded_target`` (one slim row a target) stays in the cache.
 
 The batch's tables drive every join into ``recorded_target``, which grows
 with the crawl (``CROSS JOIN`` fixes SQLite's join order): a batch costs
@@ -51,11 +53,12 @@ def _listed(names: frozenset[str]) -> str:
 
 _TABLES = """
 CREATE TEMP TABLE IF NOT EXISTS recorded_target (
-    old_id INTEGER PRIMARY KEY, url TEXT NOT NULL, host_id INTEGER, skipped TEXT, reason TEXT,
-    crawlable INTEGER NOT NULL, new_id INTEGER, new_kind INTEGER);
+    old_id INTEGER PRIMARY KEY, skipped TEXT, reason TEXT,
+    crawlable INTEGER NOT NULL, new_id INTEGER, new_kind INTEGER,
+    new_settled INTEGER DEFAULT 0);
 CREATE TEMP TABLE IF NOT EXISTS recorded_batch (
     new_id INTEGER PRIMARY KEY, old_id INTEGER NOT NULL, depth INTEGER NOT NULL,
-    within INTEGER NOT NULL);
+    within INTEGER NOT NULL, settles INTEGER NOT NULL);
 CREATE TEMP TABLE IF NOT EXISTS recorded_link (
     source_id INTEGER NOT NULL, old_target INTEGER NOT NULL, element TEXT NOT NULL,
     fragment TEXT NOT NULL, at INTEGER, depth INTEGER NOT NULL, within INTEGER NOT NULL,
@@ -107,7 +110,7 @@ FROM temp.recorded_link WHERE fresh GROUP BY old_target
 """
 
 _UNCLASSIFIED = """
-SELECT t.id, t.url, t.host_id
+SELECT t.id, t.url
 FROM temp.recorded_url r JOIN url t ON t.id = r.old_id
 WHERE NOT EXISTS (SELECT 1 FROM temp.recorded_target f WHERE f.old_id = r.old_id)
 """
@@ -128,8 +131,9 @@ UPDATE temp.recorded_url SET kind = (
 # one (a stronger kind upgrades, and re-opens, a row another writer made).
 _UPSERT = """
 INSERT INTO url (crawl_id, url, host_id, kind, depth, hop, state)
-SELECT ?1, f.url, f.host_id, r.kind, r.depth, 0, CASE WHEN r.kind = 0 THEN 2 ELSE 0 END
+SELECT ?1, t.url, t.host_id, r.kind, r.depth, 0, CASE WHEN r.kind = 0 THEN 2 ELSE 0 END
 FROM temp.recorded_url r CROSS JOIN temp.recorded_target f ON f.old_id = r.old_id
+CROSS JOIN url t ON t.id = r.old_id
 WHERE f.new_id IS NULL ORDER BY r.old_id
 ON CONFLICT (crawl_id, url) DO UPDATE SET
     kind = excluded.kind, depth = min(url.depth, excluded.depth),
@@ -139,8 +143,9 @@ WHERE url.kind >= 1 AND url.kind < excluded.kind
 
 # ... whose rows are then remembered: later batches find them by id, not by URL.
 _MAP = """
-UPDATE temp.recorded_target SET (new_id, new_kind) = (
-    SELECT u.id, u.kind FROM url u WHERE u.crawl_id = ?1 AND u.url = temp.recorded_target.url)
+UPDATE temp.recorded_target SET (new_id, new_kind, new_settled) = (
+    SELECT u.id, u.kind, u.settled FROM url t CROSS JOIN url u ON u.crawl_id = ?1 AND u.url = t.url
+    WHERE t.id = temp.recorded_target.old_id)
 WHERE old_id IN (SELECT old_id FROM temp.recorded_url) AND new_id IS NULL
 """
 
@@ -169,9 +174,10 @@ INSERT INTO result (url_id, class, status, content_type, bytes, elapsed_ms, chec
 SELECT f.new_id, 'ok', e.status, e.content_type, e.bytes, e.elapsed_ms, e.checked_at
 FROM temp.recorded_url r
 CROSS JOIN temp.recorded_target f ON f.old_id = r.old_id
+CROSS JOIN url t ON t.id = r.old_id
 JOIN result e ON e.url_id = (
     SELECT p.id FROM url p JOIN result pr ON pr.url_id = p.id
-    WHERE p.crawl_id IN ({marks}) AND p.url = f.url AND pr.class = 'ok' AND pr.checked_at >= ?2
+    WHERE p.crawl_id IN ({marks}) AND p.url = t.url AND pr.class = 'ok' AND pr.checked_at >= ?2
     ORDER BY pr.checked_at DESC LIMIT 1)
 WHERE f.new_id > ?1 AND r.kind = 1
 """
@@ -181,13 +187,23 @@ UPDATE url SET state = 2
 WHERE id IN (SELECT url_id FROM result WHERE url_id > ?1) AND kind = 1 AND state = 0
 """
 
+# Which targets are settled (a page crawled OK: links to it go to link_settled)
+# is what this writer knows, as for the links it records itself (the writer's
+# cache): ``url.settled`` when the target was mapped, and the 304 pages it
+# completes since. Searching ``url`` for it at every link cost a random page
+# of a table larger than the cache. A link to a page settled out of sight (by
+# another writer, or fetched again) goes to link_fresh: the reports read both.
+_SETTLED_PAGES = """
+UPDATE temp.recorded_target SET new_settled = 1
+WHERE old_id IN (SELECT old_id FROM temp.recorded_batch WHERE settles)
+"""
+
 _SETTLED_LINKS = """
 INSERT OR IGNORE INTO link_settled (source_id, target_id, element, at)
 SELECT l.source_id, f.new_id, l.element, l.at
 FROM temp.recorded_link l
 CROSS JOIN temp.recorded_target f ON f.old_id = l.old_target
-JOIN url u ON u.id = f.new_id
-WHERE u.settled = 1 AND l.fragment = ''
+WHERE f.new_settled = 1 AND l.fragment = ''
 """
 
 _OPEN_LINKS = """
@@ -195,8 +211,7 @@ INSERT INTO link_fresh (target_id, source_id, fragment, element, at)
 SELECT f.new_id, l.source_id, l.fragment, l.element, l.at
 FROM temp.recorded_link l
 CROSS JOIN temp.recorded_target f ON f.old_id = l.old_target
-JOIN url u ON u.id = f.new_id
-WHERE NOT (u.settled = 1 AND l.fragment = '')
+WHERE NOT (f.new_settled = 1 AND l.fragment = '')
 ORDER BY l.rowid
 """
 
@@ -248,12 +263,22 @@ class RecordedLinks:
             assert recorded is not None
             scope = recorded.scope
             depth = outcome.leased.depth + 1
-            batch.append((outcome.leased.id, recorded.page, depth, scope.within_depth(depth)))
+            batch.append(
+                (
+                    outcome.leased.id,
+                    recorded.page,
+                    depth,
+                    scope.within_depth(depth),
+                    outcome.settles,
+                )
+            )
         if scope is None:
             return
         try:
             bulk.insert(
-                conn, "INSERT INTO temp.recorded_batch (new_id, old_id, depth, within)", batch
+                conn,
+                "INSERT INTO temp.recorded_batch (new_id, old_id, depth, within, settles)",
+                batch,
             )
             conn.execute(_LINKS)
             conn.execute(_TARGETS)
@@ -271,6 +296,7 @@ class RecordedLinks:
                 )
             conn.execute(_SKIPPED, (before, now))
             self._reuse(before, now)
+            conn.execute(_SETTLED_PAGES)
             conn.execute(_SETTLED_LINKS)
             conn.execute(_OPEN_LINKS)
         finally:
@@ -280,15 +306,14 @@ class RecordedLinks:
     def _classify(self, scope: LinkClassifier) -> None:
         """Classify the batch's targets met for the first time, once each."""
         rows = []
-        for old_id, url, host_id in bulk.select(self._conn, _UNCLASSIFIED, (), 3):
+        for old_id, url in bulk.select(self._conn, _UNCLASSIFIED, (), 2):
             target = scope.recorded_target(str(url))
             skipped = None if target.skipped is None else str(target.skipped)
-            rows.append((old_id, url, host_id, skipped, target.reason, target.crawlable))
+            rows.append((old_id, skipped, target.reason, target.crawlable))
         if rows:
             bulk.insert(
                 self._conn,
-                "INSERT INTO temp.recorded_target "
-                "(old_id, url, host_id, skipped, reason, crawlable)",
+                "INSERT INTO temp.recorded_target (old_id, skipped, reason, crawlable)",
                 rows,
             )
 
