@@ -13,13 +13,15 @@ from pathlib import Path
 
 import pytest
 from contractkit import BROKEN, T0, TTL, Plan, disc, drain, outcome, u
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crawler.config import CrawlSettings
 from crawler.engine import runner
 from crawler.models import ResultClass, UrlKind
 from crawler.report.model import Summary
 from crawler.store import open as store_open
-from crawler.store.sqlite import crawls, db, links, results
+from crawler.store.sqlite import bulk, crawls, db, links, results
 from crawler.store.sqlite import store as sqlite_store
 from crawler.store.sqlite.frontier import Frontier
 
@@ -386,3 +388,27 @@ class _Async:
 
     async def complete(self, owner: str, outcomes: object, now: float) -> object:
         return self._f.complete(owner, outcomes, now)  # type: ignore[arg-type]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(min_value=-(2**63), max_value=2**63 - 1),
+            st.one_of(st.none(), st.text()),
+            st.one_of(st.none(), st.integers(min_value=-(2**53), max_value=2**53)),
+        ),
+        max_size=30,
+    )
+)
+def test_rows_read_as_one_json_row_are_the_rows_a_cursor_reads(
+    rows: list[tuple[int, str | None, int | None]],
+) -> None:
+    """``bulk.select``: the same values (integers, any text, NULL) in the query's order."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY, a INTEGER, b TEXT, c INTEGER)")
+    conn.executemany("INSERT INTO t (a, b, c) VALUES (?, ?, ?)", rows)
+    query = "SELECT a, b, c FROM t WHERE seq > ? ORDER BY b DESC, seq"
+    want = [list(row) for row in conn.execute(query, (0,))]
+    assert bulk.select(conn, query, (0,), 3) == want
+    assert bulk.select(conn, query, (len(rows),), 3) == []

@@ -61,6 +61,9 @@ def select(
 
     Each row a cursor steps takes the GIL back, as ``executemany`` does; one
     aggregate row takes it back once. Row order is the query's scan order.
+    Integers, text and NULL come back as they are; not for REAL columns
+    (SQLite's JSON writes 15 significant digits: a timestamp loses its
+    microseconds) nor BLOBs (JSON has none).
     """
     names = ", ".join(f"c{i}" for i in range(width))
     (rows,) = conn.execute(
