@@ -24,9 +24,8 @@ from crawler.models import Outcome
 from crawler.store.sqlite import bulk, links
 
 # The batch's rows this owner still holds: only those may be completed.
-# One JSON row, not a row each: every row a cursor steps takes the GIL back (``bulk``).
 _HELD = """
-SELECT json_group_array(id) FROM url
+SELECT id FROM url
 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 1 AND lease_owner = ?2
 """
 
@@ -86,8 +85,7 @@ def take_leases(
     after it finds the lease already given up.
     """
     ids = [o.leased.id for o in outcomes]
-    (held_ids,) = conn.execute(_HELD, (json.dumps(ids), owner)).fetchone()
-    held = set(json.loads(held_ids))
+    held = {row[0] for row in bulk.select(conn, _HELD, (json.dumps(ids), owner), 1)}
     accepted: list[bool] = []
     retries: list[tuple[int, float]] = []
     dones: list[tuple[int, int, bool]] = []

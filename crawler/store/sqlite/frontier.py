@@ -536,10 +536,8 @@ class Frontier:
         absent = set(keys)
         if not keys:
             return absent
-        # One statement and one row back (``bulk``): a row per found URL took the
-        # GIL back once per row, waiting for the event loop's thread each time.
-        (found_rows,) = self._conn.execute(_PROBE, (self.crawl_id, json.dumps(keys))).fetchone()
-        for url, url_id, kind, settled in json.loads(found_rows):
+        probe = (self.crawl_id, json.dumps(keys))
+        for url, url_id, kind, settled in bulk.select(self._conn, _PROBE, probe, 4):
             self._remember(url, url_id, kind, settled)
             absent.discard(url)
         return absent
@@ -653,10 +651,10 @@ class Frontier:
 
 _INSERT_NEW = "INSERT INTO url (id, crawl_id, url, host_id, kind, depth, hop)"
 
-# Which of these URLs (?2, a JSON array) the crawl has, as one JSON array of rows;
+# Which of these URLs (?2, a JSON array) the crawl has (read by ``bulk.select``);
 # CROSS JOIN: the array drives (else SQLite may walk the crawl's rows instead).
 _PROBE = """
-SELECT json_group_array(json_array(u.url, u.id, u.kind, u.settled))
+SELECT u.url, u.id, u.kind, u.settled
 FROM json_each(?2) k CROSS JOIN url u ON u.crawl_id = ?1 AND u.url = k.value
 """
 

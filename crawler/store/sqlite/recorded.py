@@ -61,37 +61,38 @@ CREATE TEMP TABLE IF NOT EXISTS recorded_batch (
     within INTEGER NOT NULL, settles INTEGER NOT NULL);
 CREATE TEMP TABLE IF NOT EXISTS recorded_link (
     source_id INTEGER NOT NULL, old_target INTEGER NOT NULL, element TEXT NOT NULL,
-    fragment TEXT NOT NULL, at INTEGER, depth INTEGER NOT NULL, within INTEGER NOT NULL,
-    fresh INTEGER NOT NULL);
+    fragment TEXT NOT NULL, at INTEGER, depth INTEGER NOT NULL, paged INTEGER NOT NULL,
+    anchored INTEGER NOT NULL, fresh INTEGER NOT NULL);
 CREATE TEMP TABLE IF NOT EXISTS recorded_url (
     old_id INTEGER PRIMARY KEY, paged INTEGER NOT NULL, anchored INTEGER NOT NULL,
     depth INTEGER NOT NULL, kind INTEGER);
 """
 
-# The strongest kind a link alone could give its target (ignoring the target's
-# scope): a page element within --max-depth a page, a named anchor anchors, else a check.
-_LINK_KIND = f"""
-CASE WHEN b.within AND l.element IN ({_listed(PAGE_ELEMENTS)}) THEN 3
-     WHEN l.fragment <> '' AND l.element IN ({_listed(ANCHOR_ELEMENTS)})
-          AND substr(l.fragment, 1, 3) <> ':~:' THEN 2
-     ELSE 1 END
+# What a link alone says of its target (``b`` its batch row, ``l`` its link row):
+# it would crawl it (a page element within --max-depth), it names an anchor to check.
+_PAGED_ANCHORED = f"""
+b.within AND l.element IN ({_listed(PAGE_ELEMENTS)}) AS paged,
+l.fragment <> '' AND l.element IN ({_listed(ANCHOR_ELEMENTS)}) AND substr(l.fragment, 1, 3) <> ':~:'
+    AS anchored
 """
 
 # ``fresh``: the link may make or raise its target's row. A link to a target an
 # earlier batch mapped (``new_id``) whose kind it cannot raise (skipped, or at
-# least what the link could give) only needs its row written: most of a
-# re-crawl's links, to pages every page links to.
+# least what the link could give: a page if paged, anchors if anchored, else a
+# check) only needs its row written: most of a re-crawl's links, to pages every
+# page links to. The two link tables in two branches: each is searched by source.
 _LINKS = f"""
 INSERT INTO temp.recorded_link
-    (source_id, old_target, element, fragment, at, depth, within, fresh)
-SELECT l.source_id, l.old_target, l.element, l.fragment, l.at, l.depth, l.within,
-       f.new_id IS NULL OR (f.new_kind >= 1 AND f.new_kind < l.link_kind)
+    (source_id, old_target, element, fragment, at, depth, paged, anchored, fresh)
+SELECT l.source_id, l.old_target, l.element, l.fragment, l.at, l.depth, l.paged, l.anchored,
+       f.new_id IS NULL OR (f.new_kind >= 1 AND f.new_kind < CASE WHEN l.paged THEN 3
+                                                           WHEN l.anchored THEN 2 ELSE 1 END)
 FROM (SELECT b.new_id AS source_id, l.target_id AS old_target, l.element, l.fragment, l.at,
-             b.depth, b.within, {_LINK_KIND} AS link_kind
+             b.depth, {_PAGED_ANCHORED}
       FROM temp.recorded_batch b JOIN link_open l ON l.source_id = b.old_id
       WHERE l.element <> 'redirect'
       UNION ALL
-      SELECT b.new_id, l.target_id, l.element, l.fragment, l.at, b.depth, b.within, {_LINK_KIND}
+      SELECT b.new_id, l.target_id, l.element, l.fragment, l.at, b.depth, {_PAGED_ANCHORED}
       FROM temp.recorded_batch b JOIN link_settled l ON l.source_id = b.old_id) l
 LEFT JOIN temp.recorded_target f ON f.old_id = l.old_target
 """
@@ -99,13 +100,9 @@ LEFT JOIN temp.recorded_target f ON f.old_id = l.old_target
 # One row per target its fresh links may make or raise, from those links alone:
 # whether one of them would crawl it (a page element within --max-depth),
 # whether one names an anchor to check, and their least depth (an upgrade's).
-_TARGETS = f"""
+_TARGETS = """
 INSERT INTO temp.recorded_url (old_id, paged, anchored, depth)
-SELECT old_target,
-       max(within AND element IN ({_listed(PAGE_ELEMENTS)})),
-       max(fragment <> '' AND element IN ({_listed(ANCHOR_ELEMENTS)})
-           AND substr(fragment, 1, 3) <> ':~:'),
-       min(depth)
+SELECT old_target, max(paged), max(anchored), min(depth)
 FROM temp.recorded_link WHERE fresh GROUP BY old_target
 """
 
