@@ -32,6 +32,12 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 OUT = BENCH / "out"
+# Where the synthetic sites are generated (bench/sitegen.py). BENCH_SITES=/dev/shm
+# keeps a 1,000,000-page site in memory: a machine that pages out file cache
+# left idle for a minute (DAMON's reclaim, on this project's virtual machines)
+# has nginx read each page from disk, one at a time, and the crawl then waits
+# on the disk, not on the crawler.
+SITES = Path(os.environ.get("BENCH_SITES") or OUT)
 VENV_BIN = ROOT / ".venv" / "bin"
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "ftp_proxy")
 

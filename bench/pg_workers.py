@@ -457,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.timeout_s is None:
         args.timeout_s = max(1800.0, 0.02 * args.pages)
     measure.install_signal_exit()
-    site_dir = OUT / sitegen.site_name(args.pages, args.seed, args.page_size)
+    site_dir = measure.SITES / sitegen.site_name(args.pages, args.seed, args.page_size)
     run_dir = OUT / f"pg-n{args.pages}-s{args.seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
     sitegen.generate(site_dir, args.pages, args.seed, args.page_size)

@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     measure.install_signal_exit()
     OUT.mkdir(parents=True, exist_ok=True)
-    site_dir = OUT / sitegen.site_name(args.pages, args.seed, args.page_size)
+    site_dir = measure.SITES / sitegen.site_name(args.pages, args.seed, args.page_size)
     # One directory per run: concurrent runs share the cached site, nothing else.
     run_dir = OUT / f"run-n{args.pages}-s{args.seed}-{os.getpid()}"
     shutil.rmtree(run_dir, ignore_errors=True)
