@@ -335,6 +335,34 @@ async def test_the_queue_table_is_vacuumed_when_autovacuum_is_off(
     await wait_until(vacuumed, timeout=60, interval=0.2, message="url was never vacuumed")
 
 
+async def test_the_results_a_report_reads_are_analyzed_when_autovacuum_is_off(
+    pg: PG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vacuum, "CHECK_EVERY_S", 0.0)
+    autovacuum_on = await pg.conn.fetchval("SELECT current_setting('autovacuum')::bool")
+    f = await pg.frontier()
+    await f.enqueue([disc(u(str(i))) for i in range(600)], T0)
+    while batch := await f.lease("w1", 200, TTL, T0):
+        outs = [outcome(x, BROKEN if x.id % 100 == 7 else OK) for x in batch]
+        assert all(await f.complete("w1", outs, T0))
+    if autovacuum_on:  # the server's autovacuum analyzes it; the store leaves it alone
+        await f.renew("w1", TTL, T0)
+        assert f._vacuum.analyzes == 0
+        return
+
+    async def analyzed() -> bool:
+        await f.renew("w1", TTL, T0)  # each call may start a check in the background
+        # By this store (counted once its ANALYZE returned), seen by the server.
+        await pg.conn.execute("SELECT pg_stat_clear_snapshot()")
+        count = await pg.conn.fetchval(
+            "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'result'"
+        )
+        return f._vacuum.analyzes > 0 and int(count) > 0
+
+    # 600 results written, none analyzed: past autovacuum's 50 + 10% of the table.
+    await wait_until(analyzed, timeout=60, interval=0.2, message="result was never analyzed")
+
+
 # -- the end of a crawl reads indexes, not every URL -----------------------------------------
 
 

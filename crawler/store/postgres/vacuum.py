@@ -15,6 +15,11 @@ vacuums a table past the thresholds its migration gives autovacuum. One
 worker at a time does it (an advisory lock), on a connection of its own, so
 leases and completions never wait for it. With autovacuum on this does
 nothing: the server's own workers and the tables' options do the job.
+
+It analyzes the tables a report reads too (``ANALYZED``), as autovacuum's
+analyze would: with no statistics for ``result`` the planner took the few
+broken rows of its partial index for half the table, and read every open
+link of the crawl to join them (``bench/RESULTS-postgres.md``, session 10).
 """
 
 from __future__ import annotations
@@ -45,13 +50,26 @@ THRESHOLDS: dict[str, tuple[int, float]] = {
     "crawl_count": (1000, 0.0),
     "link_fresh": (10000, 0.0),  # emptied by each merge of open links (migration 0017)
 }
+# table -> (threshold, scale factor): analyze past threshold + scale x live tuples
+# changed since the last analyze, autovacuum's defaults. The report's plans start
+# from a few rows of these (the broken results, their links) only when the
+# planner knows they are few.
+ANALYZED: dict[str, tuple[int, float]] = {
+    "result": (50, 0.1),
+    "link_open": (50, 0.1),
+}
 _DEAD = """
-SELECT relname, n_dead_tup, n_live_tup,
+SELECT relname, n_dead_tup, n_live_tup, n_mod_since_analyze,
        COALESCE(GREATEST(last_vacuum, last_autovacuum) < now() - make_interval(secs => $2), true),
        COALESCE(GREATEST(last_analyze, last_autoanalyze) < now() - make_interval(secs => $3), true)
 FROM pg_stat_user_tables
 WHERE schemaname = current_schema() AND relname = ANY($1::text[])
 """
+
+
+def _bound(limits: tuple[int, float], live: int) -> float:
+    threshold, scale = limits
+    return threshold + scale * live
 
 
 class QueueVacuum:
@@ -64,6 +82,7 @@ class QueueVacuum:
         self._checked_at = 0.0
         self._needed: bool | None = None  # None: autovacuum not asked yet
         self.vacuums = 0  # tables vacuumed by this store (tests, diagnostics)
+        self.analyzes = 0  # tables only analyzed (ANALYZED)
 
     def poll(self) -> None:
         """Start a check in the background if one is due; call on the store's loop."""
@@ -76,7 +95,7 @@ class QueueVacuum:
         self._task = asyncio.get_running_loop().create_task(self._check())
 
     async def run_now(self) -> list[str]:
-        """Check and vacuum at once (tests, benchmarks): the tables vacuumed."""
+        """Check and vacuum at once (tests, benchmarks): the tables vacuumed or analyzed."""
         return await self._vacuum_due()
 
     async def _check(self) -> None:
@@ -97,18 +116,23 @@ class QueueVacuum:
                 )
         if not self._needed:
             return []
-        rows = await conn.fetch(_DEAD, list(THRESHOLDS), MIN_INTERVAL_S, ANALYZE_EVERY_S)
-        due = {
-            name: analyze
-            for name, dead, live, rested, analyze in rows
-            if rested and dead > THRESHOLDS[name][0] + THRESHOLDS[name][1] * live
-        }
+        tables = [*THRESHOLDS, *ANALYZED]
+        rows = await conn.fetch(_DEAD, tables, MIN_INTERVAL_S, ANALYZE_EVERY_S)
+        due: dict[str, str] = {}  # names from THRESHOLDS and ANALYZED, not from input
+        for name, dead, live, changed, rested, stale in rows:
+            if name in THRESHOLDS and rested and dead > _bound(THRESHOLDS[name], live):
+                due[name] = f"VACUUM (ANALYZE) {name}" if stale else f"VACUUM {name}"
+            elif name in ANALYZED and stale and changed > _bound(ANALYZED[name], live):
+                due[name] = f"ANALYZE {name}"
         if not due or not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _VACUUM_LOCK):
             return []
         try:
-            for name, analyze in due.items():  # names from THRESHOLDS, not from input
-                await conn.execute(f"VACUUM (ANALYZE) {name}" if analyze else f"VACUUM {name}")
-                self.vacuums += 1
+            for name, statement in due.items():
+                await conn.execute(statement)
+                if name in THRESHOLDS:
+                    self.vacuums += 1
+                else:
+                    self.analyzes += 1
         finally:
             await conn.execute("SELECT pg_advisory_unlock($1)", _VACUUM_LOCK)
         return list(due)
