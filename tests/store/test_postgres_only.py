@@ -303,24 +303,37 @@ async def test_workers_starting_together_migrate_once(pg_url: str) -> None:
 # -- vacuum when the server's autovacuum is off -------------------------------------------
 
 
-async def test_the_queue_table_is_vacuumed_when_autovacuum_is_off(
-    pg: PG, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def _completed(
+    pg: PG, monkeypatch: pytest.MonkeyPatch, rows: int, broken_every: int = 0
+) -> tuple[PostgresFrontier, bool]:
+    """A store whose ``rows`` URLs were all leased and completed, checking its upkeep at
+    every call; and whether the server's autovacuum is on."""
     monkeypatch.setattr(vacuum, "CHECK_EVERY_S", 0.0)
     autovacuum_on = await pg.conn.fetchval("SELECT current_setting('autovacuum')::bool")
     f = await pg.frontier()
-    await f.enqueue([disc(u(str(i))) for i in range(3000)], T0)
+    await f.enqueue([disc(u(str(i))) for i in range(rows)], T0)
     while batch := await f.lease("w1", 500, TTL, T0):
-        assert all(await f.complete("w1", [outcome(x) for x in batch], T0))
-    # Each row was rewritten twice (leased, done): about 6,000 dead tuples.
+        outs = [
+            outcome(x, BROKEN if broken_every and x.id % broken_every == 7 else OK) for x in batch
+        ]
+        assert all(await f.complete("w1", outs, T0))
+    return f, bool(autovacuum_on)
 
-    async def vacuums() -> int:
-        await pg.conn.execute("SELECT pg_stat_clear_snapshot()")
-        count = await pg.conn.fetchval(
-            "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'url'"
-        )
-        return int(count)
 
+async def _server_count(pg: PG, table: str, column: str) -> int:
+    """``vacuum_count`` or ``analyze_count`` of ``table`` as the server counts it now."""
+    await pg.conn.execute("SELECT pg_stat_clear_snapshot()")
+    count = await pg.conn.fetchval(
+        f"SELECT {column} FROM pg_stat_user_tables WHERE relname = $1", table
+    )
+    return int(count)
+
+
+async def test_the_queue_table_is_vacuumed_when_autovacuum_is_off(
+    pg: PG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each row is rewritten twice (leased, done): about 6,000 dead tuples.
+    f, autovacuum_on = await _completed(pg, monkeypatch, 3000)
     if autovacuum_on:  # the server's workers do it; the store leaves it to them
         await f.renew("w1", TTL, T0)
         assert f._vacuum.vacuums == 0
@@ -330,7 +343,7 @@ async def test_the_queue_table_is_vacuumed_when_autovacuum_is_off(
         await f.renew("w1", TTL, T0)  # each call may start a check in the background
         # By this store (counted once its VACUUM returned), seen by the server.
         # Not n_dead_tup after it: other processes' counts arrive later.
-        return f._vacuum.vacuums > 0 and await vacuums() > 0
+        return f._vacuum.vacuums > 0 and await _server_count(pg, "url", "vacuum_count") > 0
 
     await wait_until(vacuumed, timeout=60, interval=0.2, message="url was never vacuumed")
 
@@ -338,13 +351,8 @@ async def test_the_queue_table_is_vacuumed_when_autovacuum_is_off(
 async def test_the_results_a_report_reads_are_analyzed_when_autovacuum_is_off(
     pg: PG, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(vacuum, "CHECK_EVERY_S", 0.0)
-    autovacuum_on = await pg.conn.fetchval("SELECT current_setting('autovacuum')::bool")
-    f = await pg.frontier()
-    await f.enqueue([disc(u(str(i))) for i in range(600)], T0)
-    while batch := await f.lease("w1", 200, TTL, T0):
-        outs = [outcome(x, BROKEN if x.id % 100 == 7 else OK) for x in batch]
-        assert all(await f.complete("w1", outs, T0))
+    # 600 results written, none analyzed: past autovacuum's 50 + 10% of the table.
+    f, autovacuum_on = await _completed(pg, monkeypatch, 600, broken_every=100)
     if autovacuum_on:  # the server's autovacuum analyzes it; the store leaves it alone
         await f.renew("w1", TTL, T0)
         assert f._vacuum.analyzes == 0
@@ -352,14 +360,8 @@ async def test_the_results_a_report_reads_are_analyzed_when_autovacuum_is_off(
 
     async def analyzed() -> bool:
         await f.renew("w1", TTL, T0)  # each call may start a check in the background
-        # By this store (counted once its ANALYZE returned), seen by the server.
-        await pg.conn.execute("SELECT pg_stat_clear_snapshot()")
-        count = await pg.conn.fetchval(
-            "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'result'"
-        )
-        return f._vacuum.analyzes > 0 and int(count) > 0
+        return f._vacuum.analyzes > 0 and await _server_count(pg, "result", "analyze_count") > 0
 
-    # 600 results written, none analyzed: past autovacuum's 50 + 10% of the table.
     await wait_until(analyzed, timeout=60, interval=0.2, message="result was never analyzed")
 
 
