@@ -303,11 +303,24 @@ async def test_workers_starting_together_migrate_once(pg_url: str) -> None:
 # -- vacuum when the server's autovacuum is off -------------------------------------------
 
 
-async def _completed(
-    pg: PG, monkeypatch: pytest.MonkeyPatch, rows: int, broken_every: int = 0
-) -> tuple[PostgresFrontier, bool]:
-    """A store whose ``rows`` URLs were all leased and completed, checking its upkeep at
-    every call; and whether the server's autovacuum is on."""
+@pytest.mark.parametrize(
+    ("rows", "broken_every", "upkeep", "table", "count"),
+    [
+        # The queue table: each row rewritten twice (leased, done), ~6,000 dead tuples.
+        pytest.param(3000, 0, "vacuums", "url", "vacuum_count", id="url-vacuumed"),
+        # What a report reads: 600 results, none analyzed (past autovacuum's 50 + 10%).
+        pytest.param(600, 100, "analyzes", "result", "analyze_count", id="result-analyzed"),
+    ],
+)
+async def test_the_store_keeps_its_tables_up_when_autovacuum_is_off(
+    pg: PG,
+    monkeypatch: pytest.MonkeyPatch,
+    rows: int,
+    broken_every: int,
+    upkeep: str,
+    table: str,
+    count: str,
+) -> None:
     monkeypatch.setattr(vacuum, "CHECK_EVERY_S", 0.0)
     autovacuum_on = await pg.conn.fetchval("SELECT current_setting('autovacuum')::bool")
     f = await pg.frontier()
@@ -317,52 +330,22 @@ async def _completed(
             outcome(x, BROKEN if broken_every and x.id % broken_every == 7 else OK) for x in batch
         ]
         assert all(await f.complete("w1", outs, T0))
-    return f, bool(autovacuum_on)
-
-
-async def _server_count(pg: PG, table: str, column: str) -> int:
-    """``vacuum_count`` or ``analyze_count`` of ``table`` as the server counts it now."""
-    await pg.conn.execute("SELECT pg_stat_clear_snapshot()")
-    count = await pg.conn.fetchval(
-        f"SELECT {column} FROM pg_stat_user_tables WHERE relname = $1", table
-    )
-    return int(count)
-
-
-async def test_the_queue_table_is_vacuumed_when_autovacuum_is_off(
-    pg: PG, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Each row is rewritten twice (leased, done): about 6,000 dead tuples.
-    f, autovacuum_on = await _completed(pg, monkeypatch, 3000)
     if autovacuum_on:  # the server's workers do it; the store leaves it to them
         await f.renew("w1", TTL, T0)
-        assert f._vacuum.vacuums == 0
+        assert getattr(f._vacuum, upkeep) == 0
         return
 
-    async def vacuumed() -> bool:
+    async def kept() -> bool:
         await f.renew("w1", TTL, T0)  # each call may start a check in the background
-        # By this store (counted once its VACUUM returned), seen by the server.
+        # By this store (counted once its statement returned), seen by the server.
         # Not n_dead_tup after it: other processes' counts arrive later.
-        return f._vacuum.vacuums > 0 and await _server_count(pg, "url", "vacuum_count") > 0
+        await pg.conn.execute("SELECT pg_stat_clear_snapshot()")
+        seen = await pg.conn.fetchval(
+            f"SELECT {count} FROM pg_stat_user_tables WHERE relname = $1", table
+        )
+        return getattr(f._vacuum, upkeep) > 0 and int(seen) > 0
 
-    await wait_until(vacuumed, timeout=60, interval=0.2, message="url was never vacuumed")
-
-
-async def test_the_results_a_report_reads_are_analyzed_when_autovacuum_is_off(
-    pg: PG, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # 600 results written, none analyzed: past autovacuum's 50 + 10% of the table.
-    f, autovacuum_on = await _completed(pg, monkeypatch, 600, broken_every=100)
-    if autovacuum_on:  # the server's autovacuum analyzes it; the store leaves it alone
-        await f.renew("w1", TTL, T0)
-        assert f._vacuum.analyzes == 0
-        return
-
-    async def analyzed() -> bool:
-        await f.renew("w1", TTL, T0)  # each call may start a check in the background
-        return f._vacuum.analyzes > 0 and await _server_count(pg, "result", "analyze_count") > 0
-
-    await wait_until(analyzed, timeout=60, interval=0.2, message="result was never analyzed")
+    await wait_until(kept, timeout=60, interval=0.2, message=f"{table}: no {upkeep} by the store")
 
 
 # -- the end of a crawl reads indexes, not every URL -----------------------------------------
