@@ -182,7 +182,7 @@ def run_one(
         "--host-concurrency",
         str(args.host_concurrency),
         "--log-level",
-        "error",
+        args.log_level,
     ]
     if args.private_server:
         asyncio.run(_admin(args.admin_url, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"))
@@ -452,6 +452,11 @@ def main(argv: list[str] | None = None) -> int:
         help="keep each run's database (dropped once measured by default: disk)",
     )
     parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
+    parser.add_argument(
+        "--log-level",
+        default="error",
+        help="the crawl's (info: its end, phase by phase, in wN.stderr)",
+    )
     parser.add_argument("--markdown", type=Path, help="write the figures as a Markdown table")
     args = parser.parse_args(argv)
     if args.timeout_s is None:

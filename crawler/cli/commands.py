@@ -15,7 +15,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import structlog
 
 from crawler import aio, log, report, urls
 from crawler.cli import locations, options
@@ -32,6 +35,8 @@ from crawler.errors import DatabaseFailedError, DiskFullError, InvalidURLError, 
 from crawler.report import diff_formats
 from crawler.report.model import BrokenEdge
 from crawler.store import open as store_open
+
+logger = structlog.get_logger(__name__)
 
 # Failure kinds meaning "no HTTP answer at all": a seed failing so was never checked.
 UNREACHABLE_KINDS = frozenset({"timeout", "connection", "dns", "tls", "private_address"})
@@ -198,9 +203,13 @@ def _run_and_report(run: RunOptions, job: runner.CrawlJob) -> int:
     try:
         finished, signum = aio.run(_run(run, job))
     finally:
+        ended = time.monotonic()
         job.close()
+        logger.info("store_closed", seconds=_since(ended))
         workers.finish(procs, stop=True, timeout_s=run.shutdown_timeout_s)
+        logger.info("workers_finished", seconds=_since(ended))
     code = _print_report(run, job.crawl_id)
+    logger.info("report_written", seconds=_since(ended))
     if not finished:
         print(
             f"crawler: crawl {job.crawl_id} interrupted; continue it with "
@@ -259,8 +268,14 @@ def _check_output(output: str | None) -> None:
         raise UsageError(f"cannot write report to {output}: permission denied")
 
 
+def _since(started: float) -> float:
+    return round(time.monotonic() - started, 3)
+
+
 def _print_report(run: RunOptions, crawl_id: int | None) -> int:
+    started = time.monotonic()
     data = store_open.load_report(run.db, crawl_id, run.format)
+    logger.info("report_loaded", seconds=_since(started))
     unreachable = unreachable_seeds(data)
     site = locations.local_site(data)
     if site is not None:  # files and lines instead of local URLs

@@ -21,6 +21,7 @@ rows appended meanwhile by any worker are left for the next batch.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -125,8 +126,16 @@ class LinkMerger:
     async def _check(self) -> None:
         try:
             async with self._pool.acquire() as conn:
-                if await due(conn) and await merge(conn) is not None:
-                    self.merges += 1
+                if await due(conn):
+                    started = time.monotonic()
+                    moved = await merge(conn)
+                    if moved is not None:
+                        self.merges += 1
+                        log.info(
+                            "links_merged",
+                            rows=moved,
+                            seconds=round(time.monotonic() - started, 3),
+                        )
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("link_merge_failed", error=str(exc))
 

@@ -67,6 +67,10 @@ WHERE schemaname = current_schema() AND relname = ANY($1::text[])
 """
 
 
+def _since(started: float) -> float:
+    return round(time.monotonic() - started, 3)
+
+
 def _bound(limits: tuple[int, float], live: int) -> float:
     threshold, scale = limits
     return threshold + scale * live
@@ -128,7 +132,9 @@ class QueueVacuum:
             return []
         try:
             for name, statement in due.items():
+                started = time.monotonic()
                 await conn.execute(statement)
+                log.info("table_upkept", statement=statement, seconds=_since(started))
                 if name in THRESHOLDS:
                     self.vacuums += 1
                 else:
