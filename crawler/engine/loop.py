@@ -403,11 +403,32 @@ class Engine:
         wake_at = await self._frontier.next_wake_at()
         timeout = IDLE_POLL_S if wake_at is None else min(max(wake_at - now, 0.0), IDLE_POLL_S)
         if timeout > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+            await self._idle_until_woken(timeout)
             self._wake.clear()
         await self._frontier.reclaim(time.time(), stale_after_s=self._settings.lease_ttl_s * 2)
         self._frontier_dry = False
+
+    async def _idle_until_woken(self, limit_s: float) -> None:
+        """Until this process has work, another worker finished the crawl, or ``limit_s``.
+
+        With other workers on the crawl, this one runs dry while they hold the
+        last leases; the store tells it when they finish, so the crawl's end
+        is not a poll interval late.
+        """
+        woken = asyncio.ensure_future(self._wake.wait())
+        finished = asyncio.ensure_future(self._frontier.wait_for_finish(limit_s))
+        try:
+            await asyncio.wait(
+                {woken, finished}, timeout=limit_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for task in (woken, finished):
+                task.cancel()
+            await asyncio.gather(woken, finished, return_exceptions=True)
+        if finished.done() and not finished.cancelled():
+            error = finished.exception()
+            if error is not None:
+                raise error
 
     # -- one URL ---------------------------------------------------------------
 

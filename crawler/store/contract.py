@@ -186,6 +186,16 @@ class FrontierStore(Protocol):
         """
         ...
 
+    async def wait_for_finish(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the crawl to be marked finished; whether it is.
+
+        An idle worker waits here while others hold the last leases: whichever
+        worker completes the last row marks the crawl finished
+        (``finish_if_quiescent``), and the others learn it here, not at their
+        next poll. A crawl finished before the call returns True at once.
+        """
+        ...
+
     async def is_seeded(self) -> bool:
         """Does the frontier hold everything the crawl starts from?
 

@@ -413,6 +413,22 @@ async def test_quiescence_is_never_seen_while_another_worker_completes(db: Backe
     assert await watcher.finish_if_quiescent(T0) is True
 
 
+async def test_an_idle_worker_learns_that_another_finished_the_crawl(db: Backend) -> None:
+    """``wait_for_finish``: False at its limit while work is outstanding, True once finished."""
+    f = await db.store()
+    idle = await db.store(crawl_id=f.crawl_id)
+    await f.enqueue([disc(u("a"))], T0)
+    (a,) = await f.lease("w1", 10, TTL, T0)
+    assert await idle.wait_for_finish(0.05) is False  # leased by w1
+    waiting = asyncio.ensure_future(idle.wait_for_finish(3600))
+    assert await idle.wait_for_finish(0.05) is False  # the long wait has begun meanwhile
+    assert await f.complete("w1", [outcome(a)], T0) == [True]
+    assert await f.finish_if_quiescent(T0) is True
+    # Bounded: a wait that missed the finish would run out its hour and fail here.
+    assert await asyncio.wait_for(waiting, 60) is True
+    assert await asyncio.wait_for(idle.wait_for_finish(3600), 60) is True  # already finished
+
+
 # -- reclaim ---------------------------------------------------------------------
 
 

@@ -23,10 +23,10 @@ from crawler.models import UrlKind
 from crawler.report.model import COUNT_NAMES
 from crawler.store import migrate
 from crawler.store import open as store_open
+from crawler.store.postgres import finish_watch, schema, vacuum
 from crawler.store.postgres import gate as pg_gate
 from crawler.store.postgres import links as pg_links
 from crawler.store.postgres import report as pg_report
-from crawler.store.postgres import schema, vacuum
 from crawler.store.postgres.frontier import _LEASE, LEASE_PLAN, PostgresFrontier
 from crawler.store.postgres.gate import Want
 from crawler.store.postgres.host_gate import SharedHostGate
@@ -454,3 +454,23 @@ async def test_a_merge_waits_for_the_one_under_way_and_none_is_lost(pg: PG) -> N
     finally:
         await other.close()
     assert await pg.conn.fetchval("SELECT count(*) FROM link_fresh") == 0
+
+
+async def test_finishing_a_crawl_notifies_its_idle_workers(pg: PG) -> None:
+    """The finishing transaction sends NOTIFY with the crawl's id (``finish_watch``)."""
+    f = await pg.frontier()
+    await f.enqueue([disc(u("a"))], T0)
+    heard: list[str] = []
+    listener = await asyncpg.connect(pg.url)
+    try:
+        await listener.add_listener(
+            finish_watch.CHANNEL, lambda _c, _p, _ch, payload: heard.append(payload)
+        )
+        (a,) = await f.lease("w1", 10, TTL, T0)
+        assert await f.finish_if_quiescent(T0) is False
+        assert await f.complete("w1", [outcome(a)], T0) == [True]
+        assert await f.finish_if_quiescent(T0) is True
+        await wait_until(lambda: bool(heard), message="the finish notification")
+        assert heard == [str(f.crawl_id)]  # none while work was outstanding
+    finally:
+        await listener.close()

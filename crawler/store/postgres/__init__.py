@@ -12,6 +12,7 @@ backends) with PostgreSQL's own schema and statements.
   ``--max-urls``, ``--max-cache-age``);
 - ``frontier``: the contract (lease, renew, reclaim, quiescence, ...);
 - ``complete``: the group commit of fetched rows;
+- ``finish_watch``: an idle worker told by ``NOTIFY`` that another finished the crawl;
 - ``gate``, ``host_gate``: per-host politeness as rows shared by workers;
 - ``vacuum``: vacuuming the queue table when the server's autovacuum is off;
 - ``report``: the read side, the same ``ReportData`` as ``crawler.report.load``.

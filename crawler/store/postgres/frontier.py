@@ -14,7 +14,8 @@ both backends); the statements are PostgreSQL's own:
 - ``finish_if_quiescent`` marks the crawl finished only if one statement's
   snapshot shows no pending and no leased row. A worker mid-lease holds
   leased rows until the commit that also inserts their children, so every
-  snapshot shows outstanding work until there is none;
+  snapshot shows outstanding work until there is none. It tells the
+  workers waiting in ``wait_for_finish`` with a ``NOTIFY`` (``finish_watch``);
 - ``reclaim`` returns expired leases and those of dead workers (stale
   heartbeat, or a pid gone on this host); their late completions are rejected.
 
@@ -45,7 +46,7 @@ from crawler.models import (
 from crawler.politeness import Gate, Limits
 from crawler.store import liveness, worker_counts
 from crawler.store.postgres import complete as completion
-from crawler.store.postgres import cookies, crawls, gate, links, recrawl, schema
+from crawler.store.postgres import cookies, crawls, finish_watch, gate, links, recrawl, schema
 from crawler.store.postgres.discover import Recorder
 from crawler.store.postgres.host_gate import SharedHostGate
 from crawler.store.postgres.loop import BackgroundLoop
@@ -99,6 +100,7 @@ class PostgresFrontier:
         self._host_names: dict[int, str] = {}
         self._vacuum = QueueVacuum(dsn)
         self._links = links.LinkMerger(pool)
+        self._finish_watch = finish_watch.FinishWatch(dsn, crawl_id)
         self._closed = False
         self._previous_crawl: tuple[int | None] | None = None  # read once: (id,)
 
@@ -311,9 +313,14 @@ class PostgresFrontier:
                 now,
                 self.crawl_id,
             )
+            await conn.execute(finish_watch.NOTIFY, str(self.crawl_id))  # sent at commit
             return True
 
         return bool(await self._call(self._tx(body)))
+
+    async def wait_for_finish(self, timeout_s: float) -> bool:
+        """Woken by the finishing worker's NOTIFY (``finish_watch``), not by a poll."""
+        return await self._call(self._finish_watch.wait(timeout_s))
 
     # -- registration and observation ----------------------------------------
 
@@ -473,6 +480,7 @@ class PostgresFrontier:
         try:
             self._loop.run(self._vacuum.close())
             self._loop.run(self._links.close())
+            self._loop.run(self._finish_watch.close())
             if self._pool is not None:
                 self._loop.run(self._pool.close())
         finally:

@@ -65,6 +65,12 @@ def is_seeded(conn: sqlite3.Connection, crawl_id: int) -> bool:
     return bool(row.fetchone()[0])
 
 
+def is_finished(conn: sqlite3.Connection, crawl_id: int) -> bool:
+    """Has a worker marked the crawl finished?"""
+    row = conn.execute("SELECT state = 'finished' FROM crawl WHERE id = ?", (crawl_id,))
+    return bool(row.fetchone()[0])
+
+
 def mark_seeded(conn: sqlite3.Connection, crawl_id: int, now: float) -> None:
     """Record that the seeds and the sitemaps' pages are in the frontier."""
     with atomic(conn):

@@ -46,6 +46,8 @@ P = ParamSpec("P")
 WAL_LIMIT_BYTES = 64 * 1024 * 1024  # the WAL stays under this, readers or not
 WAL_CHECK_EVERY_S = 1.0
 WAL_STALL_POLL_S = 0.25
+# How often an idle worker looks whether another marked the crawl finished.
+FINISH_POLL_S = 0.05
 T = TypeVar("T")
 
 
@@ -125,6 +127,16 @@ class AsyncFrontier:
 
     async def counts(self) -> Counts:
         return await self._run(self.sync.counts)
+
+    async def wait_for_finish(self, timeout_s: float) -> bool:
+        """SQLite tells no one of a commit: look every FINISH_POLL_S (a point read)."""
+        deadline = time.monotonic() + timeout_s
+        while not await self._run(crawls.is_finished, self._conn, self.crawl_id):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(FINISH_POLL_S, left))
+        return True
 
     async def is_seeded(self) -> bool:
         return await self._run(crawls.is_seeded, self._conn, self.crawl_id)
