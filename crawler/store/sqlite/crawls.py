@@ -67,8 +67,8 @@ def is_seeded(conn: sqlite3.Connection, crawl_id: int) -> bool:
 
 def is_finished(conn: sqlite3.Connection, crawl_id: int) -> bool:
     """Has a worker marked the crawl finished?"""
-    row = conn.execute("SELECT state = 'finished' FROM crawl WHERE id = ?", (crawl_id,))
-    return bool(row.fetchone()[0])
+    row = conn.execute("SELECT state = 'finished' FROM crawl WHERE id = ?", (crawl_id,)).fetchone()
+    return row is not None and bool(row[0])  # a crawl deleted meanwhile is not finished
 
 
 def mark_seeded(conn: sqlite3.Connection, crawl_id: int, now: float) -> None:
