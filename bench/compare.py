@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     measure.install_signal_exit()
     wanted = [t.strip() for t in args.tools.split(",") if t.strip()]
-    site_dir = OUT / f"site-n{args.pages}-s{args.seed}"
+    site_dir = measure.SITES / sitegen.site_name(args.pages, args.seed)
     run_dir = OUT / f"compare-n{args.pages}-s{args.seed}-{os.getpid()}"
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)

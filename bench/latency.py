@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.proxy:  # the delaying proxy's own process (DelayProxy)
         return run_proxy(args.proxy, args.delay_ms)
     measure.install_signal_exit()
-    site_dir = OUT / f"site-n{args.pages}-s{args.seed}"
+    site_dir = measure.SITES / sitegen.site_name(args.pages, args.seed)
     sitegen.generate(site_dir, args.pages, args.seed)
     run_dir = OUT / f"latency-n{args.pages}-{os.getpid()}"
     shutil.rmtree(run_dir, ignore_errors=True)

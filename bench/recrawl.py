@@ -210,12 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     measure.install_signal_exit()
 
-    cached = OUT / f"site-n{args.pages}-s{args.seed}"
+    cached = measure.SITES / sitegen.site_name(args.pages, args.seed)
     truth = sitegen.generate(cached, args.pages, args.seed)
     run_dir = OUT / f"recrawl-n{args.pages}"
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
-    work = run_dir / "copy"
+    # Beside the cached site: hard links do not cross file systems (BENCH_SITES).
+    work = cached.parent / f"recrawl-copy-n{args.pages}"
+    shutil.rmtree(work, ignore_errors=True)
     log(f"copying the site to {work}")
     # Hard links, not copies (a 100,000-page site is ~100,000 files): the cached
     # site is shared and read-only, and ``replace`` gives a changed page a file of its own.

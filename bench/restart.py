@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     measure.install_signal_exit()
-    site_dir = OUT / f"site-n{args.pages}-s{args.seed}"
+    site_dir = measure.SITES / sitegen.site_name(args.pages, args.seed)
     sitegen.generate(site_dir, args.pages, args.seed)
     truth = json.loads((site_dir / sitegen.TRUTH).read_text())
     expected = sum(truth["expected_requests"].values())
