@@ -348,6 +348,31 @@ async def test_the_store_keeps_its_tables_up_when_autovacuum_is_off(
     await wait_until(kept, timeout=60, interval=0.2, message=f"{table}: no {upkeep} by the store")
 
 
+async def test_a_report_analyzes_its_tables_when_they_have_no_statistics(
+    pg: PG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A database whose crawl never analyzed ``result``: autovacuum off on the
+    # table, the store's own upkeep never due. Without statistics the report's
+    # plan read every open link (bench/RESULTS-postgres.md, session 10).
+    monkeypatch.setattr(vacuum, "CHECK_EVERY_S", float("inf"))
+    monkeypatch.setattr(vacuum, "UNANALYZED_MIN_BYTES", 1)  # any table with rows
+    for table in vacuum.ANALYZED:
+        await pg.conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+    f = await pg.frontier()
+    await f.enqueue([disc(u(str(i))) for i in range(300)], T0)
+    while batch := await f.lease("w1", 100, TTL, T0):
+        outs = [outcome(x, BROKEN if x.id % 50 == 7 else OK) for x in batch]
+        assert all(await f.complete("w1", outs, T0))
+    stats = "SELECT count(*) FROM pg_stats WHERE schemaname = current_schema() AND tablename = $1"
+    assert await pg.conn.fetchval(stats, "result") == 0
+
+    report = await pg_report.load(pg.conn, f.crawl_id)
+
+    assert len(report.broken) == 6
+    assert await pg.conn.fetchval(stats, "result") > 0
+    assert "result" not in await vacuum.analyze_unanalyzed(pg.conn)  # once, not every report
+
+
 # -- the end of a crawl reads indexes, not every URL -----------------------------------------
 
 

@@ -37,7 +37,7 @@ from crawler.report.model import (
     locations_of,
     unpack_position,
 )
-from crawler.store.postgres import crawls
+from crawler.store.postgres import crawls, vacuum
 
 _IS_PAGE = f"u.kind = {int(UrlKind.PAGE)} AND r.class = 'ok'"
 
@@ -117,6 +117,7 @@ ORDER BY r.checked_at, r.url_id
 async def load(conn: Any, crawl_id: int | None = None, fmt: str | None = None) -> ReportData:
     """Read the report of a crawl (the latest when no id is given), as ``report.load``."""
     needs = formats.get(fmt).needs if fmt is not None else formats.ALL_PARTS
+    await vacuum.analyze_unanalyzed(conn)  # the plans below start from few rows only if known
     async with conn.transaction(isolation="repeatable_read", readonly=True):
         crawl = await crawls.get(conn, crawl_id)
         rows = await _edge_rows(conn, crawl.id)  # read once: broken links and edges alike

@@ -20,6 +20,9 @@ It analyzes the tables a report reads too (``ANALYZED``), as autovacuum's
 analyze would: with no statistics for ``result`` the planner took the few
 broken rows of its partial index for half the table, and read every open
 link of the crawl to join them (``bench/RESULTS-postgres.md``, session 10).
+A report analyzes them first when they hold data but no statistics at all
+(``analyze_unanalyzed``): a database written with autovacuum off by a version
+that did not analyze them, or whose crawl never ran long enough to.
 """
 
 from __future__ import annotations
@@ -58,6 +61,18 @@ ANALYZED: dict[str, tuple[int, float]] = {
     "result": (50, 0.1),
     "link_open": (50, 0.1),
 }
+# A table smaller than this is read whole faster than it is analyzed.
+UNANALYZED_MIN_BYTES = 8 * 1024 * 1024
+# pg_stats, not pg_stat_user_tables: the statistics themselves, which survive a
+# server crash that resets the counters (and a role reads only its own rows).
+_UNANALYZED = """
+SELECT c.relname
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relname = ANY($1::text[])
+  AND pg_relation_size(c.oid) >= $2
+  AND NOT EXISTS (SELECT 1 FROM pg_stats s
+                  WHERE s.schemaname = n.nspname AND s.tablename = c.relname)
+"""
 _DEAD = """
 SELECT relname, n_dead_tup, n_live_tup, n_mod_since_analyze,
        COALESCE(GREATEST(last_vacuum, last_autovacuum) < now() - make_interval(secs => $2), true),
@@ -74,6 +89,29 @@ def _since(started: float) -> float:
 def _bound(limits: tuple[int, float], live: int) -> float:
     threshold, scale = limits
     return threshold + scale * live
+
+
+async def analyze_unanalyzed(conn: Any) -> list[str]:
+    """Analyze the report's tables that have data and no statistics; the tables analyzed.
+
+    Outside a read-only transaction. A server that cannot (a standby, a
+    read-only session) or a role that may not (ANALYZE then only warns) leaves
+    the report to the planner's defaults, slower, not wrong.
+    """
+    rows = await conn.fetch(_UNANALYZED, list(ANALYZED), UNANALYZED_MIN_BYTES)
+    analyzed = []
+    for name in (row[0] for row in rows):
+        if name not in ANALYZED:  # names go into a statement: only ours
+            continue
+        started = time.monotonic()
+        try:
+            await conn.execute(f"ANALYZE {name}")
+        except asyncpg.PostgresError as exc:
+            log.warning("analyze_failed", table=name, error=str(exc))
+            continue
+        log.info("table_analyzed_for_report", table=name, seconds=_since(started))
+        analyzed.append(name)
+    return analyzed
 
 
 class QueueVacuum:
