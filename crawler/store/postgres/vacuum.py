@@ -99,19 +99,23 @@ async def analyze_unanalyzed(conn: Any) -> list[str]:
     the report to the planner's defaults, slower, not wrong.
     """
     rows = await conn.fetch(_UNANALYZED, list(ANALYZED), UNANALYZED_MIN_BYTES)
+    bare = {row[0] for row in rows}
     analyzed = []
-    for name in (row[0] for row in rows):
-        if name not in ANALYZED:  # names go into a statement: only ours
-            continue
-        started = time.monotonic()
+    for name in (name for name in ANALYZED if name in bare):  # our names in the statement
         try:
-            await conn.execute(f"ANALYZE {name}")
+            await _upkeep(conn, f"ANALYZE {name}")
         except asyncpg.PostgresError as exc:
             log.warning("analyze_failed", table=name, error=str(exc))
             continue
-        log.info("table_analyzed_for_report", table=name, seconds=_since(started))
         analyzed.append(name)
     return analyzed
+
+
+async def _upkeep(conn: Any, statement: str) -> None:
+    """Run a VACUUM or ANALYZE statement, logged with its duration."""
+    started = time.monotonic()
+    await conn.execute(statement)
+    log.info("table_upkept", statement=statement, seconds=_since(started))
 
 
 class QueueVacuum:
@@ -170,9 +174,7 @@ class QueueVacuum:
             return []
         try:
             for name, statement in due.items():
-                started = time.monotonic()
-                await conn.execute(statement)
-                log.info("table_upkept", statement=statement, seconds=_since(started))
+                await _upkeep(conn, statement)
                 if name in THRESHOLDS:
                     self.vacuums += 1
                 else:
