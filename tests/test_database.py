@@ -34,6 +34,7 @@ TABLES = {
     "url",
     "result",
     "link_open",
+    "link_run",
     "link_fresh",
     "link_settled",
     "worker",

@@ -66,8 +66,9 @@ def test_one_crawl_goes_in_batches_and_the_others_stay_whole(
     for table in CRAWL_TABLES:
         assert _scalar(db, f"SELECT count(*) FROM {table} WHERE crawl_id = 2") == 0
     for table in ("link_open", "link_fresh", "link_settled"):
-        orphans = f"SELECT count(*) FROM {table} WHERE source_id NOT IN (SELECT id FROM url)"
-        assert _scalar(db, orphans) == 0
+        for end in ("source_id", "target_id"):
+            orphans = f"SELECT count(*) FROM {table} WHERE {end} NOT IN (SELECT id FROM url)"
+            assert _scalar(db, orphans) == 0
     for table in ("result", "anchor", "page_validator"):
         orphans = f"SELECT count(*) FROM {table} WHERE url_id NOT IN (SELECT id FROM url)"
         assert _scalar(db, orphans) == 0

@@ -256,18 +256,46 @@ def test_reports_read_the_same_links_before_during_and_after_a_merge(
     assert conn.execute("SELECT count(*) FROM link_open").fetchone()[0] == 0
     before = _link_reads(conn, f.crawl_id)
     assert [b.url for b in before[0]] == [u("gone"), u("i.png"), u("lost")]  # type: ignore[attr-defined]
-    # A merge cut short after copying (killed before its delete): links in both tables.
+    assert links.merge(conn) > 0
+    assert links.fresh_rows(conn) == 0
+    assert conn.execute("SELECT count(*) FROM link_run").fetchone()[0] == 1
+    assert _link_reads(conn, f.crawl_id) == before
+    # A page completed again appends its links again: the same keys in a second run.
     conn.execute(
-        "INSERT OR IGNORE INTO link_open SELECT target_id, source_id, fragment, element, at "
-        "FROM link_fresh"
+        "INSERT INTO link_fresh (target_id, source_id, fragment, element, at) "
+        "SELECT target_id, source_id, fragment, element, at FROM link_open"
     )
     assert _link_reads(conn, f.crawl_id) == before
-    assert links.merge(conn, ranges=3) > 0
-    assert links.fresh_rows(conn) == 0
+    assert links.merge(conn) > 0
+    assert conn.execute("SELECT count(*) FROM link_run").fetchone()[0] == 2
     assert _link_reads(conn, f.crawl_id) == before
     # Positions move with their links (migration 0015's packed `at`).
-    where = "SELECT line, col FROM broken_links WHERE url = ? AND source = ?"
+    where = "SELECT DISTINCT line, col FROM broken_links WHERE url = ? AND source = ?"
     assert conn.execute(where, (u("gone"), u(""))).fetchall() == [(3, 7)]
+
+
+def test_a_merge_appends_a_run_and_readers_search_each_run_by_target(
+    conn: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Merged into one target-keyed tree, every batch rewrote most of it (migration 0020).
+    monkeypatch.setattr(links, "MAX_RUN_ROWS", 3)
+    f = new_frontier(conn)
+    f.enqueue([disc(u(""))], T0)
+    children = {u(""): [disc(u(f"p{i}")) for i in range(5)]}
+    asyncio.run(drain(_Async(f), Plan(children=children, results={u("p1"): BROKEN})))
+    assert links.merge(conn) == 5
+    runs = conn.execute("SELECT id, rows FROM link_run ORDER BY id").fetchall()
+    assert [r[1] for r in runs] == [3, 2]  # at most MAX_RUN_ROWS a run, oldest rows first
+    keys = conn.execute("SELECT run, target_id FROM link_open").fetchall()
+    assert keys == sorted(keys)
+    assert max(k[0] for k in keys[:3]) < min(k[0] for k in keys[3:])
+    for view in ("broken_links", "blocked_links"):
+        plan = " | ".join(
+            str(row[-1]) for row in conn.execute(f"EXPLAIN QUERY PLAN SELECT * FROM {view}")
+        )
+        # The links of the URL and the "no source at all" test: one search a run each.
+        assert plan.count("SEARCH l USING PRIMARY KEY (run=? AND target_id=?)") == 2, plan
+    assert [b.url for b in results.broken_links(conn, f.crawl_id)] == [u("p1")]
 
 
 def test_completions_merge_once_the_batch_is_full(

@@ -32,13 +32,16 @@ _IN_BATCH = "(SELECT id FROM url WHERE crawl_id = ? AND id BETWEEN ? AND ?)"
 _BATCH_STATEMENTS = (
     f"UPDATE result SET redirect_to_id = NULL WHERE redirect_to_id IN {_IN_BATCH}",
     f"DELETE FROM link_open WHERE source_id IN {_IN_BATCH}",
-    f"DELETE FROM link_open WHERE target_id IN {_IN_BATCH}",
     f"DELETE FROM link_fresh WHERE source_id IN {_IN_BATCH}",  # not merged yet
     f"DELETE FROM link_settled WHERE source_id IN {_IN_BATCH}",
     f"DELETE FROM anchor WHERE url_id IN {_IN_BATCH}",
     f"DELETE FROM page_validator WHERE url_id IN {_IN_BATCH}",
     f"DELETE FROM result WHERE url_id IN {_IN_BATCH}",
     "DELETE FROM url WHERE crawl_id = ? AND id BETWEEN ? AND ?",
+)
+# Runs of open links (migration 0020) whose rows all went with deleted crawls.
+_EMPTY_RUNS = (
+    "DELETE FROM link_run WHERE NOT EXISTS (SELECT 1 FROM link_open l WHERE l.run = link_run.id)"
 )
 _CRAWL_STATEMENTS = (
     "DELETE FROM worker WHERE crawl_id = ?",
@@ -76,4 +79,5 @@ def delete_rows(conn: sqlite3.Connection, crawl_id: int, batch: int | None = Non
     with atomic(conn):
         for statement in _CRAWL_STATEMENTS:
             conn.execute(statement, (crawl_id,))
+        conn.execute(_EMPTY_RUNS)
     return batches

@@ -1,36 +1,35 @@
-"""Open links: appended to ``link_fresh`` at each completion, moved into ``link_open`` in batches.
+"""Open links: appended to ``link_fresh`` at each completion, moved into ``link_open`` in runs.
 
-``link_open`` is keyed by target, because reports ask "who links to this
-broken URL?". Inserting each page's links into it as the page completes put
-~20 random B-tree pages per page into every commit's WAL and every
-checkpoint (migration 0016 has the figures). So a completion appends them to
-``link_fresh`` (``record``), and ``merge_due`` moves ``link_fresh`` into
-``link_open`` sorted by target once it holds ``batch_rows`` rows: each
-``link_open`` page is rewritten about once per batch instead of once per link.
-The batch grows with the crawl (as many rows as it has URLs), so the bytes
-written per link stay about the same however large ``link_open`` gets.
+``link_open`` answers "who links to this broken URL?", so it is sorted by
+target. Inserting each page's links into one target-keyed tree as the page
+completed put ~20 random B-tree pages per page into every commit's WAL and
+every checkpoint (migration 0016); merging batches into that one tree later
+rewrote most of it at each batch, more as it grew (migration 0020). So a
+completion appends its links to ``link_fresh`` (``record``), and
+``merge_due`` moves ``link_fresh`` into ``link_open`` once it holds
+``batch_rows`` rows, as a new run: keyed by (run, target, ...), the batch is
+appended at the end of the tree, sorted by target inside the run, and each
+page is written once. Readers search ``link_open`` run by run (``link_run``).
 
-A merge sorts the batch once (into a temporary table), copies it into
-``link_open`` one range of targets per transaction, so the WAL holds one
-range's pages at a time, then deletes the batch from ``link_fresh`` in one
-transaction. Until then a range already copied is in both tables: a reader
-may see such a link twice (never not at all), as after a crash mid-merge,
-until the next merge (``INSERT OR IGNORE``) deletes the copy. Rows appended
-meanwhile (another process on the same file) are left for the next batch.
+A run is written in one transaction with the delete of its rows from
+``link_fresh``: a reader sees each link in one table, and a merge cut short
+leaves nothing behind. Rows appended meanwhile (another process on the same
+file) are left for the next batch.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Mapping
 
 from crawler.store.sqlite import bulk
 from crawler.store.sqlite.db import atomic
 
 MIN_BATCH_ROWS = 200_000
-# The merge's ranges: about this many link_fresh rows each (a range rewrites
-# the link_open pages its targets fall on, so this also bounds the WAL).
-RANGE_ROWS = 50_000
+# One transaction holds a run (its pages in the WAL until it commits): past this
+# many rows a batch is moved as several runs.
+MAX_RUN_ROWS = 4_000_000
 
 # (target, source, fragment) -> (element, position packed: crawler.store.sqlite.positions)
 Edges = Mapping[tuple[int, int, str], tuple[str, int | None]]
@@ -70,36 +69,30 @@ def merge_due(conn: sqlite3.Connection, *, force: bool = False) -> int:
     held = fresh_rows(conn)
     if held <= 0 or (not force and held < batch_rows(conn)):
         return 0
-    return merge(conn, ranges=max(1, held // RANGE_ROWS))
+    return merge(conn)
 
 
-def merge(conn: sqlite3.Connection, *, ranges: int = 1) -> int:
-    """Move every row of ``link_fresh`` into ``link_open`` in ``ranges`` transactions."""
-    (cut,) = conn.execute("SELECT max(rowid) FROM link_fresh").fetchone()
-    if cut is None:
-        return 0
-    conn.execute("DROP TABLE IF EXISTS temp.link_batch")
-    conn.execute(
-        "CREATE TEMP TABLE link_batch AS "
-        "SELECT target_id, source_id, fragment, element, at FROM link_fresh WHERE rowid <= ? "
-        "ORDER BY target_id, source_id, fragment, rowid",
-        (cut,),
-    )
-    try:
-        (rows,) = conn.execute("SELECT max(rowid) FROM temp.link_batch").fetchone()
-        step = max(1, -(-(rows or 0) // ranges))
-        for start in range(1, (rows or 0) + 1, step):
-            with atomic(conn):
-                conn.execute(
-                    "INSERT OR IGNORE INTO link_open "
-                    "(target_id, source_id, fragment, element, at) "
-                    "SELECT target_id, source_id, fragment, element, at FROM temp.link_batch "
-                    "WHERE rowid >= ? AND rowid < ? ORDER BY rowid",
-                    (start, start + step),
-                )
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+def merge(conn: sqlite3.Connection) -> int:
+    """Move every row of ``link_fresh`` into ``link_open``, as one run per transaction."""
+    moved = 0
+    while True:
         with atomic(conn):
-            moved = conn.execute("DELETE FROM link_fresh WHERE rowid <= ?", (cut,)).rowcount
-    finally:
-        conn.execute("DROP TABLE IF EXISTS temp.link_batch")
-    return int(moved)
+            (first,) = conn.execute("SELECT min(rowid) FROM link_fresh").fetchone()
+            if first is None:
+                return moved
+            (last,) = conn.execute("SELECT max(rowid) FROM link_fresh").fetchone()
+            cut = min(int(last), int(first) + MAX_RUN_ROWS - 1)
+            run = conn.execute(
+                "INSERT INTO link_run (rows, merged_at) VALUES (0, ?)", (time.time(),)
+            ).lastrowid
+            # The first of duplicate keys wins (a page completed again appends its links again).
+            kept = conn.execute(
+                "INSERT OR IGNORE INTO link_open "
+                "(run, target_id, source_id, fragment, element, at) "
+                "SELECT ?, target_id, source_id, fragment, element, at FROM link_fresh "
+                "WHERE rowid <= ? ORDER BY target_id, source_id, fragment, rowid",
+                (run, cut),
+            ).rowcount
+            conn.execute("UPDATE link_run SET rows = ? WHERE id = ?", (kept, run))
+            moved += conn.execute("DELETE FROM link_fresh WHERE rowid <= ?", (cut,)).rowcount
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")

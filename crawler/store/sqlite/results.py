@@ -255,14 +255,19 @@ def _located(conn: sqlite3.Connection) -> str:
         if _has(conn, "table", "link_fresh")
         else ""
     )
+    merged = (  # searched run by run (migration 0020), else by target alone
+        "SELECT l.source_id, l.fragment, l.at FROM link_run lr CROSS JOIN link_open l "
+        "WHERE l.run = lr.id AND l.target_id = r.url_id AND l.element <> 'redirect' "
+        if _has(conn, "table", "link_run")
+        else "SELECT source_id, fragment, at FROM link_open "
+        "WHERE target_id = r.url_id AND element <> 'redirect' "
+    )
     return (
         f"CASE WHEN rv.class IN ({classes}) THEN ("
         "SELECT json_group_array(json_array(s.url, "
         "CASE WHEN l.at >= 0 THEN l.at >> 10 ELSE (-l.at) >> 32 END, "
         "CASE WHEN l.at >= 0 THEN l.at & 1023 ELSE (-l.at) & 4294967295 END)) "
-        "FROM (SELECT source_id, fragment, at FROM link_open "
-        "WHERE target_id = r.url_id AND element <> 'redirect' "
-        f"{fresh}) l JOIN url s ON s.id = l.source_id) END"
+        f"FROM ({merged}{fresh}) l JOIN url s ON s.id = l.source_id) END"
     )
 
 
