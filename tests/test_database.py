@@ -13,7 +13,7 @@ import pytest
 from crawler.errors import DiskFullError, ForeignDatabaseError
 from crawler.models import Discovered, Outcome, Result, ResultClass, UrlKind, UrlState
 from crawler.store import migrate
-from crawler.store.sqlite import crawls
+from crawler.store.sqlite import crawls, results
 from crawler.store.sqlite.db import APPLICATION_ID, open_database
 from crawler.store.sqlite.frontier import Frontier
 
@@ -288,3 +288,43 @@ def test_own_database_with_uri_characters_in_its_name_reopens(tmp_path: Path, na
     open_database(tmp_path / name).close()
     open_database(tmp_path / name).close()
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_links_merged_before_runs_become_run_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Migration 0020 moves a file's merged open links into a run of their own.
+    path = tmp_path / "old.db"
+    newest = migrate.available
+    before_runs = [m for m in newest() if m[0] < 20]
+    monkeypatch.setattr(migrate, "available", lambda dialect="sqlite": before_runs)
+    old = sqlite3.connect(path, isolation_level=None)
+    assert migrate.apply(old, APPLICATION_ID) < 20
+    crawl_id = crawls.create(old, ["http://a.test/"], {}, T0)
+    add = "INSERT INTO url (crawl_id, url, kind, depth, state) VALUES (?, ?, 3, ?, 2)"
+    ids = [old.execute(add, (crawl_id, f"http://a.test/{n}", n)).lastrowid for n in range(3)]
+    old.execute(
+        "INSERT INTO result (url_id, class, status, checked_at) VALUES (?, 'ok', 200, 0), "
+        "(?, 'ok', 200, 0), (?, 'broken', 404, 0)",
+        ids,
+    )
+    old.executemany(
+        "INSERT INTO link_open (target_id, source_id, fragment, element, at) "
+        "VALUES (?, ?, '', 'a', NULL)",
+        [(ids[2], ids[0]), (ids[2], ids[1]), (ids[1], ids[0])],
+    )
+    old.close()
+    monkeypatch.setattr(migrate, "available", newest)
+    with opened(path) as conn:
+        assert conn.execute("SELECT id, rows FROM link_run").fetchall() == [(1, 3)]
+        runs = conn.execute("SELECT DISTINCT run FROM link_open").fetchall()
+        assert runs == [(1,)]
+        broken = results.broken_links(conn, crawl_id)
+        assert [(b.url, sorted(b.sources)) for b in broken] == [
+            ("http://a.test/2", ["http://a.test/0", "http://a.test/1"])
+        ]
+
+
+def test_a_file_without_merged_links_gets_no_run(tmp_path: Path) -> None:
+    with opened(tmp_path / "new.db") as conn:
+        assert conn.execute("SELECT count(*) FROM link_run").fetchone()[0] == 0
