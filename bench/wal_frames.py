@@ -30,7 +30,6 @@ sys.path.insert(0, str(measure.ROOT))
 from crawler.cli.main import main as crawler_main
 from crawler.store.sqlite import db as sqlite_db
 from crawler.store.sqlite import store as sqlite_store
-from crawler.store.sqlite.frontier import Frontier
 
 WAL_HEADER = 32
 FRAME_HEADER = 24
@@ -77,8 +76,7 @@ def main() -> int:
     # Never checkpoint: the log keeps every frame.
     sqlite_db.AUTOCHECKPOINT_BYTES = 1 << 40
     sqlite_store.WAL_LIMIT_BYTES = 1 << 40
-    Frontier.checkpoint = lambda self: None  # type: ignore[method-assign]
-    connect = sqlite3.connect
+    connect = sqlite3.connect  # the store's and the merges' explicit checkpoints too
     sqlite3.connect = functools.partial(connect, factory=_NoCheckpoint)  # restored below
     close = sqlite_store.AsyncFrontier.close
 
