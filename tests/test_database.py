@@ -13,7 +13,7 @@ import pytest
 from crawler.errors import DiskFullError, ForeignDatabaseError
 from crawler.models import Discovered, Outcome, Result, ResultClass, UrlKind, UrlState
 from crawler.store import migrate
-from crawler.store.sqlite import crawls, results
+from crawler.store.sqlite import crawls, db, results
 from crawler.store.sqlite.db import APPLICATION_ID, open_database
 from crawler.store.sqlite.frontier import Frontier
 
@@ -99,6 +99,25 @@ def test_empty_file_is_a_new_database(tmp_path: Path) -> None:
     path.touch()
     with opened(path) as conn:
         assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+
+
+def test_a_new_file_takes_the_store_page_size_and_an_old_one_keeps_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The page size is what a random insert rewrites: new files take the small
+    # one, while a file made with another keeps it (WAL files cannot change it).
+    new = tmp_path / "new.db"
+    with opened(new) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == db.PAGE_SIZE_BYTES == 1024
+    old = tmp_path / "old.db"
+    monkeypatch.setattr(db, "PAGE_SIZE_BYTES", 4096)
+    with opened(old):
+        pass
+    monkeypatch.undo()
+    with opened(old) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+        wal_pages = conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+        assert wal_pages * 4096 == db.AUTOCHECKPOINT_BYTES
 
 
 def test_reopening_is_idempotent(tmp_path: Path) -> None:
