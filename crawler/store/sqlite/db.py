@@ -39,7 +39,7 @@ AUTOCHECKPOINT_BYTES = 16 * 1024 * 1024
 # A commit writes every B-tree page it changed, whole, to the WAL (and the
 # checkpoint again to the file). Most of a crawl's writes are single rows at
 # random places of the URL key's index, so a smaller page writes fewer bytes
-# per row (bench/RESULTS.md, "Page size"). 1 KB still holds an index key of
+# per row (bench/RESULTS.md, "Session 15"). 1 KB still holds an index key of
 # about 230 bytes without an overflow page; a longer URL costs its lookups
 # one more page read, not a wrong answer.
 PAGE_SIZE_BYTES = 1024
