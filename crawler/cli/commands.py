@@ -233,7 +233,7 @@ async def _run(run: RunOptions, job: runner.CrawlJob) -> tuple[bool, int | None]
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, on_signal, signum)
     shower = None
-    if not run.no_progress:
+    if not run.no_progress and _may_draw_on_stderr():
         # Imported here: rich is only needed when progress is shown (__init__.py).
         from crawler.cli import progress
 
@@ -252,6 +252,15 @@ async def _run(run: RunOptions, job: runner.CrawlJob) -> tuple[bool, int | None]
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
     return finished, (received[0] if received else None)
+
+
+def _may_draw_on_stderr() -> bool:
+    """Whether rich could find a terminal on stderr; it decides, but is not imported for a pipe."""
+    forced = any(os.environ.get(name) for name in ("FORCE_TERMINAL", "TTY_COMPATIBLE"))
+    try:
+        return forced or sys.stderr.isatty()
+    except (AttributeError, ValueError):  # no stderr, or a closed one
+        return False
 
 
 def _check_output(output: str | None) -> None:
