@@ -440,3 +440,40 @@ def test_rows_read_as_one_json_row_are_the_rows_a_cursor_reads(
     want = [list(row) for row in conn.execute(query, (0,))]
     assert bulk.select(conn, query, (0,), 3) == want
     assert bulk.select(conn, query, (len(rows),), 3) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(min_value=-(2**63), max_value=2**63 - 1),
+            # No NUL: SQLite 3.40's json_extract ends a string at \u0000, whichever encoder.
+            st.one_of(st.none(), st.text(st.characters(exclude_characters="\x00"))),
+            st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False)),
+            st.booleans(),
+        ),
+        max_size=30,
+    )
+)
+def test_rows_inserted_as_one_json_array_are_the_rows_executemany_inserts(
+    rows: list[tuple[int, str | None, float | None, bool]],
+) -> None:
+    """``bulk.insert`` (orjson's text): the values ``executemany`` stores, in order."""
+    conn = sqlite3.connect(":memory:")
+    for table in ("bulk", "plain"):
+        conn.execute(f"CREATE TABLE {table} (seq INTEGER PRIMARY KEY, a, b, c, d)")
+    bulk.insert(conn, "INSERT INTO bulk (a, b, c, d)", rows)
+    conn.executemany("INSERT INTO plain (a, b, c, d) VALUES (?, ?, ?, ?)", rows)
+    read = "SELECT a, b, c, d FROM {} ORDER BY seq"
+    assert conn.execute(read.format("bulk")).fetchall() == conn.execute(
+        read.format("plain")
+    ).fetchall()
+
+
+def test_values_orjson_refuses_still_go_through_json() -> None:
+    """A lone surrogate (text decoded with surrogateescape) and an integer past 64 bits."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (a, b)")
+    bulk.insert(conn, "INSERT INTO t (a, b)", [(2**70, "x"), (1, "caf\udce9")])
+    assert conn.execute("SELECT count(*) FROM t").fetchone() == (2,)
+    assert bulk.encode([1, "a"]) == '[1,"a"]'

@@ -23,7 +23,6 @@ synchronous: ``AsyncFrontier`` runs it on the single writer thread.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sqlite3
@@ -145,7 +144,7 @@ class Frontier:
         with atomic(self._conn):
             rows = bulk.select(self._conn, _LEASABLE, (self.crawl_id, now, limit), 7)
             if rows:
-                ids = json.dumps([row[0] for row in rows])
+                ids = bulk.encode([row[0] for row in rows])
                 self._conn.execute(_LEASE, (ids, owner, now + ttl_s))
         return [
             LeasedUrl(
@@ -536,7 +535,7 @@ class Frontier:
         absent = set(keys)
         if not keys:
             return absent
-        probe = (self.crawl_id, json.dumps(keys))
+        probe = (self.crawl_id, bulk.encode(keys))
         for url, url_id, kind, settled in bulk.select(self._conn, _PROBE, probe, 4):
             self._remember(url, url_id, kind, settled)
             absent.discard(url)
