@@ -99,7 +99,7 @@ OPTIONS: tuple[Option, ...] = (
         "parse_helpers",
         ("--parse-helpers",),
         "processes that parse pages beside the one fetching them; default: one on 2+ "
-        "cores with --workers 1, started after 1,000 pages",
+        "cores with --workers 1, started after 200 pages",
         "run",
         metavar="N",
         type=int,
