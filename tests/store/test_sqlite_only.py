@@ -465,9 +465,10 @@ def test_rows_inserted_as_one_json_array_are_the_rows_executemany_inserts(
     bulk.insert(conn, "INSERT INTO bulk (a, b, c, d)", rows)
     conn.executemany("INSERT INTO plain (a, b, c, d) VALUES (?, ?, ?, ?)", rows)
     read = "SELECT a, b, c, d FROM {} ORDER BY seq"
-    assert conn.execute(read.format("bulk")).fetchall() == conn.execute(
-        read.format("plain")
-    ).fetchall()
+    assert (
+        conn.execute(read.format("bulk")).fetchall()
+        == conn.execute(read.format("plain")).fetchall()
+    )
 
 
 def test_values_orjson_refuses_still_go_through_json() -> None:
