@@ -2,8 +2,9 @@
 
 Lexbor builds a tree of ~13 bytes per byte of HTML, which for the odd
 multi-megabyte page (an index, a changelog) is most of the crawler's memory.
-The standard library's tokenizer reads the same tags in document order at
-about the same speed, keeping only the links. Elements go to the
+The standard library's tokenizer reads the same tags in document order,
+keeping only the links: slower than Lexbor (bench/RESULTS.md, session 17),
+for the memory of the links alone. Elements go to the
 ``extract.Found`` the caller passes, the same reader the tree walk feeds;
 what a tree would hide is hidden here too: tags inside raw-text elements
 (textarea, title, …) and inside <template>.
