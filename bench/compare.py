@@ -332,7 +332,7 @@ def run_crawler(site_dir: Path, run_dir: Path, args: argparse.Namespace) -> Row:
             run_dir=work,
             concurrency=args.concurrency,
             timeout_s=args.timeout_s,
-            extra_args=[],
+            extra_args=args.crawler_arg,
             python=args.crawler_python,
         )
     truth = json.loads((site_dir / sitegen.TRUTH).read_text())
@@ -411,6 +411,12 @@ def main(argv: list[str] | None = None) -> int:
         "--crawler-python",
         metavar="PYTHON",
         help="run the crawler as `PYTHON -m crawler.cli` (another checkout's, for a before/after)",
+    )
+    parser.add_argument(
+        "--crawler-arg",
+        action="append",
+        default=[],
+        help="extra crawler flag (repeatable; --crawler-arg=--workers --crawler-arg=2)",
     )
     args = parser.parse_args(argv)
     measure.install_signal_exit()
