@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator
 import structlog
 from aiohttp import web
 
+from crawler.allocator import pin_mmap_threshold
 from crawler.service import dashboard, openapi
-from crawler.service.allocator import pin_mmap_threshold
 from crawler.service.config import MAX_BODY_BYTES, ServiceConfig
 from crawler.service.connections import ConnectionGuard
 from crawler.service.lowlevel import json_errors

@@ -1,4 +1,4 @@
-"""A freed 10 MB page leaves the service's process once the mmap threshold is pinned.
+"""A freed 10 MB page leaves the process once the mmap threshold is pinned (CLI and service).
 
 Each case runs in a fresh interpreter (the threshold is process-wide and
 cannot be unset): a 10 MB block is freed first, which raises glibc's dynamic
@@ -32,7 +32,7 @@ def rss():
     raise SystemExit("no VmRSS")
 
 if sys.argv[1] == "pin":
-    from crawler.service.allocator import pin_mmap_threshold
+    from crawler.allocator import pin_mmap_threshold
     assert pin_mmap_threshold()
 first = bytearray({10 * MB})
 del first
@@ -63,7 +63,7 @@ def test_pinned_a_freed_page_is_given_back() -> None:
 
 CHILD = """
 import subprocess, sys
-from crawler.service.allocator import pin_mmap_threshold
+from crawler.allocator import pin_mmap_threshold
 pin_mmap_threshold()
 child = "import os; print(os.environ['MALLOC_MMAP_THRESHOLD_'])"
 subprocess.run([sys.executable, "-c", child], check=True)
@@ -71,7 +71,7 @@ subprocess.run([sys.executable, "-c", child], check=True)
 
 
 def test_the_parse_helpers_started_after_it_inherit_the_threshold() -> None:
-    from crawler.service.allocator import MMAP_THRESHOLD_BYTES
+    from crawler.allocator import MMAP_THRESHOLD_BYTES
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     done = subprocess.run(
@@ -79,3 +79,20 @@ def test_the_parse_helpers_started_after_it_inherit_the_threshold() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [str(MMAP_THRESHOLD_BYTES)]
+
+
+KEPT = """
+import os
+from crawler.allocator import pin_mmap_threshold
+print(pin_mmap_threshold(), os.environ["MALLOC_MMAP_THRESHOLD_"])
+"""
+
+
+def test_a_threshold_the_user_set_is_kept() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env["MALLOC_MMAP_THRESHOLD_"] = "65536"
+    done = subprocess.run(
+        [sys.executable, "-c", KEPT], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "65536"]
