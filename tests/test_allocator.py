@@ -44,13 +44,22 @@ print(rss() - before)
 """
 
 
-def kept_after_free(mode: str) -> int:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+def run_fresh(script: str, *argv: str, env: dict[str, str] | None = None) -> str:
+    """``script``'s output in a fresh interpreter, no MALLOC_* inherited (``env`` added)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     done = subprocess.run(
-        [sys.executable, "-c", PAGE, mode], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script, *argv],
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    return int(done.stdout.strip().splitlines()[-1])
+    return done.stdout
+
+
+def kept_after_free(mode: str) -> int:
+    return int(run_fresh(PAGE, mode).strip().splitlines()[-1])
 
 
 def test_unpinned_a_freed_page_stays_resident() -> None:
@@ -73,12 +82,7 @@ subprocess.run([sys.executable, "-c", child], check=True)
 def test_the_parse_helpers_started_after_it_inherit_the_threshold() -> None:
     from crawler.allocator import MMAP_THRESHOLD_BYTES
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == [str(MMAP_THRESHOLD_BYTES)]
+    assert run_fresh(CHILD).split() == [str(MMAP_THRESHOLD_BYTES)]
 
 
 KEPT = """
@@ -89,10 +93,5 @@ print(pin_mmap_threshold(), os.environ["MALLOC_MMAP_THRESHOLD_"])
 
 
 def test_a_threshold_the_user_set_is_kept() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    env["MALLOC_MMAP_THRESHOLD_"] = "65536"
-    done = subprocess.run(
-        [sys.executable, "-c", KEPT], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["False", "65536"]
+    output = run_fresh(KEPT, env={"MALLOC_MMAP_THRESHOLD_": "65536"})
+    assert output.split() == ["False", "65536"]
