@@ -25,12 +25,14 @@ from types import TracebackType
 from typing import Literal
 
 import aiohttp
+from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
 from crawler.config import DEFAULT_MAX_COOKIES_PER_HOST, CrawlSettings
 from crawler.errors import FailureKind
 from crawler.fetch_types import Fetched
 from crawler.net import cookies, localsite
+from crawler.net.missing_names import MissingNames
 from crawler.net.resolver import AddressGuard
 from crawler.netguard import PrivateAddressError, parse_networks
 from crawler.patterns import compile_pattern
@@ -61,6 +63,7 @@ class Fetcher:
         self._settings = settings
         self._local = localsite.LocalSite.build(local_root, settings) if local_root else None
         self._session: aiohttp.ClientSession | None = None
+        self._resolver: MissingNames | None = None
         # The crawl's cookies; with --no-cookies only those of --cookie-jar, if any.
         self.jar: cookies.CrawlJar | None = None
         self._accepted = parse_accept(settings.accept)
@@ -85,12 +88,15 @@ class Fetcher:
 
     async def __aenter__(self) -> Fetcher:
         settings = self._settings
+        self._resolver = MissingNames(
+            self._guard.resolver if self._guard is not None else DefaultResolver()
+        )
         connector = aiohttp.TCPConnector(
             limit=settings.max_concurrency,
             limit_per_host=0,
             ttl_dns_cache=300,
             ssl=not settings.insecure,
-            resolver=self._guard.resolver if self._guard is not None else None,
+            resolver=self._resolver,
         )
         jar: aiohttp.abc.AbstractCookieJar = aiohttp.DummyCookieJar()
         if settings.cookies or settings.cookie_jar:
@@ -119,8 +125,9 @@ class Fetcher:
         if self._session is not None:
             await self._session.close()
             self._session = None
-        if self._guard is not None:
-            await self._guard.resolver.close()
+        if self._resolver is not None:
+            await self._resolver.close()
+            self._resolver = None
         if self.jar is not None and self._settings.cookie_jar:
             cookies.save(self.jar, self._settings.cookie_jar)
 
