@@ -11,6 +11,8 @@ import itertools
 import time
 from pathlib import Path
 
+import structlog
+import structlog.testing
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
@@ -103,6 +105,23 @@ async def test_robots_txt_disallowed_pages_are_not_requested(site_server, any_db
     ignored = await crawl(any_db, [server.url("/")], robots=False)
     assert server.count("/private/secret") == 1
     assert ignored.summary.skipped == 0
+
+
+async def test_a_robots_txt_that_fails_allows_everything_and_says_so(
+    site_server, any_db: str
+) -> None:
+    site = {
+        "/robots.txt": Page(status=503, body="busy", content_type="text/plain"),
+        "/": Page(links=["/public"]),
+        "/public": Page(),
+    }
+    server = await site_server(site)
+    with structlog.testing.capture_logs() as logs:
+        data = await crawl(any_db, [server.url("/")], max_retries=0)
+    assert server.count("/public") == 1
+    assert data.summary.pages == 2
+    warned = [e for e in logs if e["event"] == "robots_unavailable"]
+    assert [(e["log_level"], e["status"]) for e in warned] == [("warning", 503)]
 
 
 async def test_meta_and_header_nofollow_stop_discovery(site_server, any_db: str) -> None:

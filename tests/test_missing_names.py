@@ -151,4 +151,5 @@ def test_a_crawl_looks_a_missing_host_up_once_and_reports_each_of_its_links(
     assert {url for url in errors if "gone.invalid" in url} == set(missing)
     assert len({errors[url] for url in missing}) == 1
     assert errors[missing[0]].startswith("DNS lookup failed")
+    assert "robots_unavailable" not in result.stderr  # the report says it, once a link
     assert "Name or service not known" in errors[missing[0]]

@@ -5,7 +5,8 @@ link answers is not crawling); the ``Crawl-delay`` of a host the crawl only
 checks is honoured too, once it has a few links to check there
 (``crawler.engine.checked_hosts``). A robots.txt that is missing (4xx) allows
 everything; one that cannot be fetched (5xx, network error) also allows
-everything, and says so in the log. ``Crawl-delay`` becomes the host's
+everything, and says so in the log (as a warning, except for a host whose name
+does not resolve: its links are reported broken). ``Crawl-delay`` becomes the host's
 minimum interval; ``Sitemap:`` lines feed ``--use-sitemaps``.
 """
 
@@ -18,6 +19,7 @@ from collections import OrderedDict
 import structlog
 from protego import Protego
 
+from crawler.errors import FailureKind
 from crawler.net.fetch import Fetcher
 from crawler.store.contract import FrontierStore
 
@@ -81,6 +83,10 @@ class Robots:
             body = ""
             if status is not None and 200 <= status < 300 and fetched.body:
                 body = fetched.body[:MAX_ROBOTS_BYTES].decode("utf-8", "replace")
+            elif fetched.failure is FailureKind.DNS:
+                # Every link to the host fails the same way and is reported broken:
+                # a warning per missing host would only repeat the report.
+                log.info("robots_host_unknown", host=host, error=fetched.error)
             elif status is None or status >= 500:
                 log.warning("robots_unavailable", host=host, error=fetched.error, status=status)
             now = time.time()
