@@ -46,8 +46,30 @@ _DEPTH_CHECK_TAGS = 4096  # fewer tags than this parse fast at any depth
 _UNNESTED = (
     "area|base|br|col|embed|hr|img|input|link|meta|source|track|wbr|p|li|dt|dd|option|tr|td|th"
 )
-_DEPTH_TAG = re.compile(rf"<(/?)(?!(?:{_UNNESTED})[\s/>])[A-Za-z]", re.IGNORECASE)
+
+
+def _any_case(names: str) -> str:
+    """``names`` ("a|ab|b") as an alternation grouped by first letter, each letter
+    a two-case class: the regex engine then tries one branch per tag, where
+    ``re.IGNORECASE`` on the flat list tried all of them (3x slower on big pages)."""
+    by_first: dict[str, list[str]] = {}
+    for name in names.split("|"):
+        by_first.setdefault(name[0], []).append(name[1:])
+
+    def cased(text: str) -> str:
+        return "".join(f"[{c.lower()}{c.upper()}]" for c in text)
+
+    branches = []
+    for first, rests in sorted(by_first.items()):
+        tails = sorted(rests, key=len, reverse=True)  # "link" before "li"
+        branches.append(cased(first) + "(?:" + "|".join(map(cased, tails)) + ")")
+    return "|".join(branches)
+
+
+_DEPTH_TAG = re.compile(rf"<(/?)(?!(?:{_any_case(_UNNESTED)})[\s/>])[A-Za-z]")
 _DEPTH_DELTA = {"": 1, "/": -1}
+# Tags per step of the coarse bound in ``_max_depth``.
+_DEPTH_STEP = 64
 _KEPT = (
     "|".join(LINK_ATTRIBUTES)
     + "|html|head|body|meta|base|frameset|template|noscript"
@@ -219,13 +241,25 @@ def _robots_nofollow(content: str) -> bool:
     return "nofollow" in tokens or "none" in tokens
 
 
-def _max_depth(html: str) -> int:
+def _max_depth(html: str, at_least: int = 0) -> int:
     """An estimate of the deepest element nesting, from tags alone.
 
     Void and self-closing-in-practice elements (p, li, td...) do not count; a
-    stray end tag never takes the depth below 0. Runs in C loops only.
+    stray end tag never takes the depth below 0. Runs in C loops only. The
+    depth is first bounded from every ``_DEPTH_STEP``-th tag (within a step
+    it moves by at most the step's length either way); when that bound is
+    not above ``at_least``, it is returned, and the tag-by-tag sum is skipped.
     """
-    prefix = list(accumulate(map(_DEPTH_DELTA.__getitem__, _DEPTH_TAG.findall(html)), initial=0))
+    marks = _DEPTH_TAG.findall(html)
+    closes = [marks[i : i + _DEPTH_STEP].count("/") for i in range(0, len(marks), _DEPTH_STEP)]
+    steps = [_DEPTH_STEP - 2 * c for c in closes]
+    if steps:
+        steps[-1] -= _DEPTH_STEP - (len(marks) - _DEPTH_STEP * (len(steps) - 1))
+    coarse = list(accumulate(steps, initial=0))
+    bound = max(map(sub, coarse, accumulate(coarse, min))) + 2 * _DEPTH_STEP
+    if bound <= at_least:
+        return int(bound)
+    prefix = list(accumulate(map(_DEPTH_DELTA.__getitem__, marks), initial=0))
     return int(max(map(sub, prefix, accumulate(prefix, min))))
 
 
@@ -239,7 +273,7 @@ def _parser(html: str) -> LexborHTMLParser:
     stay anchors): same links, flat tree. The rewrite is a regex, so tag-like
     text inside attribute values is rewritten too; only such pages see it.
     """
-    if html.count("<") > _DEPTH_CHECK_TAGS and _max_depth(html) > MAX_DEPTH:
+    if html.count("<") > _DEPTH_CHECK_TAGS and _max_depth(html, MAX_DEPTH) > MAX_DEPTH:
         html = _FLATTEN.sub("<br", html)
     try:
         return LexborHTMLParser(html)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import codecs
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler.extract import (
+    _DEPTH_TAG,
+    _UNNESTED,
+    MAX_DEPTH,
+    _max_depth,
     decode_html,
     encoding_from_label,
     extract_css_urls,
@@ -176,6 +181,66 @@ def test_deeply_nested_elements_keep_their_links() -> None:
     assert len(extracted.links) == 100_001
     assert extracted.links[-1] == RawLink("/deep.png", "img", "src")
     assert extracted.anchors == frozenset({"d", "deep"})
+
+
+_NESTING_OR_NOT = [*_UNNESTED.split("|"), "div", "span", "a", "section", "b", "areax", "lix", "tdx"]
+# The tag-by-tag reading _max_depth keeps: IGNORECASE over the flat list of names.
+_DEPTH_TAG_BEFORE = re.compile(rf"<(/?)(?!(?:{_UNNESTED})[\s/>])[A-Za-z]", re.IGNORECASE)
+
+
+def clamped_depth(html: str) -> int:
+    depth = deepest = 0
+    for mark in _DEPTH_TAG_BEFORE.findall(html):
+        depth = max(0, depth + (-1 if mark else 1))
+        deepest = max(deepest, depth)
+    return deepest
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.booleans(),
+            st.sampled_from(_NESTING_OR_NOT),
+            st.booleans(),
+            st.sampled_from(["", " ", "/", ">", "\n", "x"]),
+        ),
+        max_size=700,
+    ),
+    st.integers(0, 300),
+)
+def test_max_depth_is_exact_above_what_it_is_asked_and_a_bound_below(
+    tags: list[tuple[bool, str, bool, str]], at_least: int
+) -> None:
+    html = "".join(
+        f"<{'/' if close else ''}{name.upper() if upper else name}{after}"
+        for close, name, upper, after in tags
+    )
+    assert _DEPTH_TAG.findall(html) == _DEPTH_TAG_BEFORE.findall(html)
+    exact = clamped_depth(html)
+    assert _max_depth(html) == exact
+    found = _max_depth(html, at_least)
+    assert found == exact if found > at_least else exact <= found <= at_least
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 150), st.integers(0, 150)), max_size=40), st.integers(0, 300)
+)
+def test_max_depth_bounds_peaks_between_its_steps(
+    runs: list[tuple[int, int]], at_least: int
+) -> None:
+    # Runs of opens then closes put the deepest point anywhere inside a step.
+    html = "".join("<div>" * opens + "</div>" * closes for opens, closes in runs)
+    exact = clamped_depth(html)
+    found = _max_depth(html, at_least)
+    assert found == exact if found > at_least else exact <= found <= at_least
+
+
+def test_a_page_nested_past_the_cap_is_seen_as_such() -> None:
+    deep = "<ul><li>" + "<DIV>" * (MAX_DEPTH + 1) + "</div>" * (MAX_DEPTH + 1) + "<p>" * 5000
+    assert _max_depth(deep, MAX_DEPTH) == MAX_DEPTH + 2
+    assert _max_depth("<div></div>" * 5000, MAX_DEPTH) <= MAX_DEPTH
 
 
 def test_deep_nesting_keeps_head_base_and_meta() -> None:
