@@ -4,8 +4,9 @@ The parser (selectolax/lexbor) does not expose source positions. At crawl
 time ``locate`` finds them cheaply: the extractor gives the links' values in
 document order, and each is looked for in the decoded text from where the
 previous one was found (a C-speed ``str.find`` with a boundary check), so a
-page costs one forward pass; only a value the text writes differently (a
-character reference, ``&amp;``) falls back to the regex scan below. Offsets
+page costs one forward pass; a value with ``&`` is also looked for as
+``&amp;``, and only a value the text writes otherwise (another character
+reference) falls back to the regex scan below. Offsets
 become 1-based line and column only for the links kept, counting newlines
 between consecutive offsets (``line_columns``). Columns count Unicode code points
 (characters, as editors and SARIF's ``unicodeCodePoints`` do; a tab is one,
@@ -106,6 +107,16 @@ _AFTER = frozenset("\"'>), \t\n\r\f;")  # what may follow it
 # substring). Past them a link simply has no position.
 MAX_MISSES = 64
 MAX_CANDIDATES = 256
+# A value written with character references is searched by its leading plain
+# characters, at least this many (fewer would match everywhere); those searches
+# read at most this many characters a page (linear, as the scan they spare;
+# the scan costs hundreds of times more a character than ``str.find``).
+MIN_PLAIN_PREFIX = 4
+ESCAPED_BUDGET_PER_CHAR = 16
+ESCAPED_BUDGET = 65_536
+_PLAIN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:/._~-")
+_PLAIN_RUN = re.compile(r"[A-Za-z0-9:/._~-]+")
+_UNQUOTED_END = re.compile(r"[\s>]")
 
 
 def locate(text: str, values: list[str]) -> list[int]:
@@ -114,17 +125,30 @@ def locate(text: str, values: list[str]) -> list[int]:
     Searched forward from the previous value's start, then (a parser may move
     an element, as HTML's foster parenting does) from the start; a value must
     stand alone (quotes, ``=``, ``(``, ``,`` or whitespace around it), so
-    ``/a`` is not found inside ``/docs/a``. After the first miss the page's
-    attribute values are scanned once (``raw_links``, character references
-    decoded), and values are looked up there first. Never raises; linear in
-    the text and the links.
+    ``/a`` is not found inside ``/docs/a``. A value the page writes with
+    character references ("&amp;", "&#64;") is searched by its plain prefix,
+    each candidate's attribute decoded (``_find_escaped``); once the page has
+    shown it escapes a character, values holding one are searched that way
+    first. Those searches read a bounded number of characters; past them, the
+    first miss has the page's attribute values scanned once (``raw_links``,
+    character references decoded), and values are looked up there first.
+    Never raises; linear in the text and the links.
     """
     found: list[int] = []
     cursor = 0
     scanned: dict[str, list[int]] | None = None
     misses = 0
+    budget = ESCAPED_BUDGET_PER_CHAR * len(text) + ESCAPED_BUDGET
+    escaped: frozenset[str] = frozenset()  # characters this page writes as references
     find, end = text.find, len(text)
     for value in values:
+        at = -1
+        if escaped and budget > 0 and scanned is None and not escaped.isdisjoint(value):
+            at, budget = _find_escaped(text, value, cursor, budget)
+            if at >= 0:
+                cursor = at + 1
+                found.append(at)
+                continue
         # The common case inline: the next occurrence, standing alone.
         at = find(value, cursor) if value and scanned is None else -1
         if at >= 0:
@@ -137,11 +161,19 @@ def locate(text: str, values: list[str]) -> list[int]:
         offsets = scanned.get(value) if scanned is not None else None
         if offsets:
             at = offsets[bisect.bisect_left(offsets, cursor) % len(offsets)]
-        elif value and misses < MAX_MISSES:
-            at = _find(text, value, cursor)
-            if at < 0:
-                misses += 1
-                at = _find(text, value, 0)
+        elif value and (misses < MAX_MISSES or scanned is None):
+            if misses < MAX_MISSES:
+                at = _find_written(text, value, cursor)
+                if at < 0 and budget > 0:
+                    at, budget = _find_escaped(text, value, cursor, budget)
+                    if at < 0:
+                        at, budget = _find_escaped(text, value, 0, budget)
+                if at < 0:
+                    misses += 1
+                    at = _find_written(text, value, 0)
+                if at >= 0 and not text.startswith(value, at):
+                    # Written with references: values holding these are searched decoded first.
+                    escaped |= frozenset(value).difference(_PLAIN_CHARS)
             if at < 0 and scanned is None:
                 scanned = _scan(text)
                 offsets = scanned.get(value)
@@ -151,6 +183,47 @@ def locate(text: str, values: list[str]) -> list[int]:
             cursor = at + 1
         found.append(at)
     return found
+
+
+def _find_written(text: str, value: str, start: int) -> int:
+    """``_find``, then (for a value with "&") the value as most pages write it, "&amp;"."""
+    at = _find(text, value, start)
+    if at < 0 and "&" in value:
+        at = _find(text, value.replace("&", "&amp;"), start)
+    return at
+
+
+def _find_escaped(text: str, value: str, start: int, budget: int) -> tuple[int, int]:
+    """Where an attribute's whole value, character references decoded, is ``value``;
+    and what is left of ``budget`` (characters read).
+
+    Candidates are the places its leading run of plain characters (never
+    escaped in practice) stands alone; each candidate's attribute value is
+    read to its closing quote and decoded. -1 when the value does not start
+    with such a run, or the budget runs out.
+    """
+    prefix = _PLAIN_RUN.match(value)
+    plain = prefix.group() if prefix else ""
+    if len(plain) < MIN_PLAIN_PREFIX or plain == value:
+        return -1, budget
+    longest = 10 * len(value) + 16  # every character escaped, and some spaces
+    at = text.find(plain, start)
+    budget -= (at if at >= 0 else len(text)) - start
+    while at > 0 and budget > 0:
+        quote = text[at - 1]
+        if quote in _BEFORE:
+            if quote in "\"'":
+                stop = text.find(quote, at, at + longest)
+            else:
+                unquoted = _UNQUOTED_END.search(text, at, at + longest)
+                stop = unquoted.start() if unquoted else -1
+            budget -= (stop if stop >= 0 else at + longest) - at
+            if stop >= 0 and html.unescape(text[at:stop]).strip() == value:
+                return at, budget
+        following = text.find(plain, at + 1)
+        budget -= (following if following >= 0 else len(text)) - at
+        at = following
+    return -1, budget
 
 
 def _find(text: str, value: str, start: int) -> int:

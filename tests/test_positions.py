@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -114,3 +115,71 @@ def test_locate_never_raises_and_points_into_the_text(text: str) -> None:
     for line, column in line_columns(text, [at for at in offsets if at >= 0]):
         assert line >= 1
         assert column >= 1
+
+
+def test_locate_finds_values_written_with_character_references_without_the_scan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from crawler import positions
+
+    def no_scan(text: str) -> dict[str, list[int]]:
+        raise AssertionError("the page was scanned")
+
+    monkeypatch.setattr(positions, "_scan", no_scan)
+    # As Sphinx writes them: "@" and "%" as numeric references, "&" as "&amp;".
+    text = (
+        '<a href="https://lists.example/list/dev&#64;example.org/">l</a>\n'
+        '<a href="mailto:docs&#37;&#52;0example.org">m</a>\n'
+        "<a href='https://bugs.example/issue?&#64;action=x&amp;bpo=1'>b</a>\n"
+        "<a href=https://lists.example/list/dev&#64;example.org/>again</a>"
+    )
+    values = [
+        "https://lists.example/list/dev@example.org/",
+        "mailto:docs%40example.org",
+        "https://bugs.example/issue?@action=x&bpo=1",
+        "https://lists.example/list/dev@example.org/",
+    ]
+    starts = [
+        text.index("https://lists"),
+        text.index("mailto:"),
+        text.index("https://bugs"),
+        text.rindex("https://lists"),
+    ]
+    assert positions.locate(text, values) == starts
+
+
+_WRITTEN = st.sampled_from(["a", "b", "/", "@", "&", "%", "é", " ", "?", "="])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.lists(_WRITTEN, min_size=1, max_size=12), st.booleans(), st.booleans()),
+        max_size=30,
+    ),
+    st.sampled_from(["https://x.example/", "/docs/", "mail"]),
+)
+def test_locate_reads_character_references_as_the_scan_does(
+    links: list[tuple[list[str], bool, bool]], prefix: str
+) -> None:
+    """The searches by plain prefix find what the page's one scan would find."""
+    import html
+
+    from crawler import positions
+    from crawler.extract import extract_links
+
+    parts = []
+    for chars, escape_all, single in links:
+        value = prefix + "".join(chars)
+        written = "".join(f"&#{ord(c)};" if escape_all or c in "@%" else c for c in value)
+        written = written.replace("&", "&amp;") if not escape_all else written
+        quote = "'" if single else '"'
+        parts.append(f"<a href={quote}{html.escape(value) if not escape_all else written}{quote}>")
+        parts.append(f"<img src={quote}{written}{quote}>\n")
+    text = "".join(parts)
+    values = [raw.url for raw in extract_links(text).links]
+    searched = positions.locate(text, values)
+    with pytest.MonkeyPatch.context() as patch:  # no budget: the scan finds them all
+        patch.setattr(positions, "ESCAPED_BUDGET", 0)
+        patch.setattr(positions, "ESCAPED_BUDGET_PER_CHAR", 0)
+        assert searched == positions.locate(text, values)
