@@ -66,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lychee", action="store_true", help="also run lychee on the same docs, same run"
     )
+    parser.add_argument(
+        "--crawler-python",
+        metavar="PYTHON",
+        help="run `PYTHON -m crawler.cli` instead of .venv/bin/crawler (another checkout's)",
+    )
     args = parser.parse_args(argv)
     measure.install_signal_exit()
     docs = args.docs
@@ -91,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                 timeout_s=args.timeout_s,
                 extra_args=["--internal-only"],
                 profile=args.profile,
+                python=args.crawler_python,
             )
         other = []
         if args.linkinator:  # a server of its own: the crawl's is stopped by now
