@@ -4,9 +4,10 @@ The parser (selectolax/lexbor) does not expose source positions. At crawl
 time ``locate`` finds them cheaply: the extractor gives the links' values in
 document order, and each is looked for in the decoded text from where the
 previous one was found (a C-speed ``str.find`` with a boundary check), so a
-page costs one forward pass; a value with ``&`` is also looked for as
-``&amp;``, and only a value the text writes otherwise (another character
-reference) falls back to the regex scan below. Offsets
+page costs one forward pass. A value the text writes with character
+references (``&amp;``, Sphinx's ``&#64;`` for "@") is found by its plain
+prefix, each candidate decoded; only past a budget of characters read does a
+miss fall back to the regex scan below. Offsets
 become 1-based line and column only for the links kept, counting newlines
 between consecutive offsets (``line_columns``). Columns count Unicode code points
 (characters, as editors and SARIF's ``unicodeCodePoints`` do; a tab is one,
@@ -142,7 +143,6 @@ def locate(text: str, values: list[str]) -> list[int]:
     escaped: frozenset[str] = frozenset()  # characters this page writes as references
     find, end = text.find, len(text)
     for value in values:
-        at = -1
         if escaped and budget > 0 and scanned is None and not escaped.isdisjoint(value):
             at, budget = _find_escaped(text, value, cursor, budget)
             if at >= 0:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,11 +16,9 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from crawler.net.missing_names import MAX_MISSING, MissingNames
 
-from kit.clikit import clean_env
+from kit.clikit import run_command
 from kit.serve_site import ThreadedSite
 from kit.sitekit import Page
-
-RUN_TIMEOUT_S = 120.0
 
 
 class Refusing(AbstractResolver):
@@ -131,16 +128,8 @@ def test_a_crawl_looks_a_missing_host_up_once_and_reports_each_of_its_links(
         args += ["-o", str(report), "--host-concurrency", "4", "--max-retries", "0"]
         if guarded:  # the guard's resolver is the one wrapped; loopback stays reachable
             args += ["--exclude-all-private", "--allow-network", "127.0.0.0/8"]
-        result = subprocess.run(
-            [sys.executable, "-c", BOOT, str(lookups), "crawl", *args],
-            cwd=tmp_path,
-            env=clean_env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT_S,
-            check=False,
-        )
+        command = [sys.executable, "-c", BOOT, str(lookups), "crawl", *args]
+        result = run_command(command, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     asked = lookups.read_text().split()
     # robots.txt and the first links in flight may share the first answer or not;

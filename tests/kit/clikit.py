@@ -29,8 +29,19 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``crawler ARGS`` to its end (bounded), capturing its output; ``env`` adds
     variables to a clean environment."""
+    return run_command(cli(*args), cwd=cwd, timeout=timeout, env=env)
+
+
+def run_command(
+    command: list[str],
+    *,
+    cwd: Path,
+    timeout: float = RUN_TIMEOUT_S,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``run_cli`` for any command line (a boot script that patches the crawler first)."""
     return subprocess.run(
-        cli(*args),
+        command,
         cwd=cwd,
         env={**clean_env(), **(env or {})},
         stdin=subprocess.DEVNULL,
