@@ -9,6 +9,7 @@ anchor, a base or a robots directive, in document order.
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import re
 from itertools import accumulate
@@ -18,9 +19,12 @@ from selectolax.lexbor import LexborHTMLParser
 
 from crawler.models import Extracted, RawLink
 
-# Larger documents are tokenized, not built into a tree: Lexbor's tree costs
-# ~13 bytes of memory per byte of HTML (a 2.5 MB page: 33 MB).
+# Larger documents are parsed in pieces of at most PIECE_CHARS, cut between two
+# block elements (``_pieces``), or else tokenized: Lexbor's tree costs ~13 bytes
+# of memory per byte of HTML (a 2.5 MB page: 33 MB; a piece: 6.5 MB at most,
+# half what a page just under the threshold costs).
 STREAM_ABOVE_CHARS = 1_000_000
+PIECE_CHARS = 500_000
 PRESCAN_BYTES = 1024  # how far into the body <meta charset> is looked for, as WHATWG does
 _WHITESPACE = " \t\n\r\f"  # ASCII whitespace as HTML defines it
 
@@ -292,16 +296,33 @@ def extract_links(html: str, limit: int | None = None) -> Extracted:
     whitespace-only values are skipped (an empty href only points back to the
     page itself). Also the first <base href>, robots nofollow ("nofollow" or
     "none"), and the anchors (every id and every a[name]). Never raises.
-    Documents over ``STREAM_ABOVE_CHARS`` are read by ``extract_stream`` (no tree).
+    Documents over ``STREAM_ABOVE_CHARS`` are parsed in pieces of at most
+    ``PIECE_CHARS`` (cut between block elements, ``_pieces``), or read by
+    ``extract_stream`` (no tree) when they cannot be cut.
     With ``limit``, links past the first ``limit`` are counted in ``dropped``,
     not kept: a page of a million links then costs the memory of ``limit``.
     """
     found = Found(limit)
-    if len(html) > STREAM_ABOVE_CHARS:
+    if len(html) <= STREAM_ABOVE_CHARS:
+        _walk(html, found)
+        return found.extracted()
+    pieces = None
+    # A document nested past MAX_DEPTH is flattened per piece, and pieces of a
+    # flattened one can hold a few more formatting elements than the whole: tokenized.
+    if _max_depth(html, MAX_DEPTH) <= MAX_DEPTH:
+        pieces = _pieces(html, min(PIECE_CHARS, STREAM_ABOVE_CHARS))
+    if pieces is None:
         from crawler import extract_stream  # html.parser: for the rare huge page only
 
         extract_stream.read_tags(html, found)
-        return found.extracted()
+    else:
+        for start, end in pieces:  # one tree at a time
+            _walk(html[start:end], found)
+    return found.extracted()
+
+
+def _walk(html: str, found: Found) -> None:
+    """Every element of the document's tree, in document order, into ``found``."""
     root = _parser(html).root
     # One walk in document order; Lexbor's CSS matching costs more than this.
     for node in root.traverse() if root is not None else ():
@@ -311,7 +332,85 @@ def extract_links(html: str, limit: int | None = None) -> Extracted:
             found.style(node.text(deep=True) or "")
         if attrs:
             found.element(tag, attrs)
-    return found.extracted()
+
+
+# Where a large document may be cut: before a block element's start tag that
+# follows a tag's end (whitespace between).
+_CUT = re.compile(
+    r">[ \t\n\r\f]*(<(?:div|section|article|p|li|dt|dd|h[1-6]|ul|ol|dl|table|hr)[\s/>])",
+    re.IGNORECASE,
+)
+# ... unless one of these is open there: a comment or raw text (its content is
+# not tags), <template> (not in the document), or an element whose content a
+# document of its own would read otherwise (rows outside a table are dropped).
+_RAW_TEXT = ("script", "style", "textarea", "title", "xmp", "noembed", "noframes", "iframe")
+_CONTEXT = ("table", "template", "select", "svg", "math")
+_OPENINGS = re.compile(
+    rf"<!--|-->|<(/?)({'|'.join(_RAW_TEXT + _CONTEXT)}|plaintext)(?=[\s/>])", re.IGNORECASE
+)
+
+
+def _pieces(html: str, size: int) -> list[tuple[int, int]] | None:
+    """Bounds of pieces of at most ``size`` characters that parse, one by one, to the
+    elements the whole document holds; None when there is no such cut.
+
+    A piece ends before a block element's start tag (``_CUT``) where no comment,
+    raw-text element, table, template, select, svg or math is open: a tree made of
+    the next piece alone then holds the same elements with the same attributes.
+    Elements open across the cut are closed, and formatting elements are not
+    reopened after it, which changes no element's attributes.
+    """
+    spans = _open_spans(html)
+    if spans is None:
+        return None
+    starts = [first for first, _ in spans]
+    bounds = []
+    start = 0
+    while len(html) - start > size:
+        cut = None
+        for match in _CUT.finditer(html, start + size // 2, start + size):
+            at = match.start(1)
+            span = bisect.bisect_right(starts, at) - 1
+            if span < 0 or spans[span][1] <= at:
+                cut = at
+        if cut is None:
+            return None
+        bounds.append((start, cut))
+        start = cut
+    bounds.append((start, len(html)))
+    return bounds
+
+
+def _open_spans(html: str) -> list[tuple[int, int]] | None:
+    """The spans, in order, where a comment, raw-text or ``_CONTEXT`` element is open
+    (from its opening tag to the end of its closing one). None after a <plaintext>:
+    the rest of the document is text."""
+    spans = []
+    opened_at = -1  # where the current span began; -1: none open
+    depth = 0  # _CONTEXT elements open
+    skipping: str | None = None  # the raw-text element, or "--" for a comment
+    for match in _OPENINGS.finditer(html):
+        mark, name = match.group(0), (match.group(2) or "").lower()
+        closing = bool(match.group(1))
+        if skipping is not None:
+            if (skipping == "--" and mark == "-->") or (closing and name == skipping):
+                skipping = None
+        elif mark == "<!--":
+            skipping = "--"
+        elif name == "plaintext" and not closing:
+            return None
+        elif name in _RAW_TEXT and not closing:
+            skipping = name
+        elif name in _CONTEXT:
+            depth = max(0, depth - 1) if closing else depth + 1
+        if opened_at < 0 and (skipping is not None or depth > 0):
+            opened_at = match.start()
+        elif opened_at >= 0 and skipping is None and depth == 0:
+            spans.append((opened_at, match.end()))
+            opened_at = -1
+    if opened_at >= 0:
+        spans.append((opened_at, len(html)))
+    return spans
 
 
 class Found:

@@ -2,6 +2,8 @@
 
 Lexbor builds a tree of ~13 bytes per byte of HTML, which for the odd
 multi-megabyte page (an index, a changelog) is most of the crawler's memory.
+Such a page is parsed in pieces where it can be cut (``extract._pieces``);
+one that cannot (a single huge table, say) comes here.
 The standard library's tokenizer reads the same tags in document order,
 keeping only the links: slower than Lexbor (bench/RESULTS.md, session 17),
 for the memory of the links alone. Elements go to the

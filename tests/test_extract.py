@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import codecs
+import itertools
 import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crawler import extract as extract_module
 from crawler.extract import (
     _DEPTH_TAG,
     _UNNESTED,
@@ -424,3 +426,68 @@ def test_css_in_style_elements_and_attributes() -> None:
         RawLink("print.css", "style", "url"),
         RawLink("d.png", "style", "style"),
     ]
+
+
+# --- large documents in pieces ------------------------------------------------
+
+_BLOCKS = [
+    '<div id="d{i}"><p>t <a href="/p/{i}.html#s">p</a> <img src="/i/{i}.png"></p></div>\n',
+    '<ul><li id="l{i}"><a href="l{i}">x</a></li><li><a name="n{i}" href="/n">n</a></ul>\n',
+    '<table id="t{i}"><tr><td id="c{i}"><div><a href="/cell/{i}">c</a></div></td></tr></table>\n',
+    "<script>var s = '<b>\n<div><a href=/script/{i}>';</script>\n",
+    "<!-- <b>\n<div><a href=/comment/{i}></a></div> -->\n",
+    "<textarea><b>\n<div><a href=/text/{i}></textarea>\n",
+    "<template><div><a href=/template/{i}></a></div></template>\n",
+    '<select><option id="o{i}">o</option><b>\n<p id="sp{i}">x</p></select>\n',
+    '<svg><a href="/svg/{i}"></a><g>\n<p id="sv{i}"><a href="/in-svg/{i}">x</a></p></g></svg>\n',
+    '<div style="background:url(/bg/{i}.gif)">'
+    "<style>p{{background:url(/s/{i}.png)}}</style></div>\n",
+    "<h2 id=h{i}>h</h2><dl><dt id=dt{i}><a href=/dt/{i}>d</a></dt><dd>x</dd></dl>\n",
+    '<b><p>unclosed <a href="/u/{i}">u</a>\n',
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, len(_BLOCKS) - 1), min_size=1, max_size=60), st.integers(100, 2000))
+def test_a_large_document_read_in_pieces_holds_what_its_tree_holds(
+    blocks: list[int], size: int
+) -> None:
+    head = "<!doctype html><html><head><base href='/b/'><title><a href=/no></title></head><body>"
+    html = head + "".join(_BLOCKS[b].format(i=i) for i, b in enumerate(blocks)) + "</body>"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(extract_module, "STREAM_ABOVE_CHARS", len(html))
+        whole = extract_links(html)
+        patch.setattr(extract_module, "STREAM_ABOVE_CHARS", size)
+        pieces = extract_module._pieces(html, size)
+        assert extract_links(html) == whole
+    if pieces is not None:
+        assert pieces[0][0] == 0
+        assert pieces[-1][1] == len(html)
+        assert all(end - start <= size for start, end in pieces)
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces))
+
+
+def test_a_large_document_is_parsed_in_pieces_unless_it_cannot_be_cut() -> None:
+    blocks = "".join(_BLOCKS[i % len(_BLOCKS)].format(i=i) for i in range(400))
+    assert extract_module._pieces(blocks, 5000) is not None
+    one_table = "<table>" + blocks + "</table>"  # nothing may be cut inside it
+    assert extract_module._pieces(one_table, 5000) is None
+    assert extract_module._pieces("<plaintext>" + blocks, 5000) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, len(_BLOCKS) - 1), min_size=1, max_size=30))
+def test_every_cut_outside_the_open_spans_keeps_what_the_tree_holds(blocks: list[int]) -> None:
+    html = "<body>" + "".join(_BLOCKS[b].format(i=i) for i, b in enumerate(blocks))
+    spans = extract_module._open_spans(html)
+    assert spans is not None
+    whole = extract_module.Found()
+    extract_module._walk(html, whole)
+    for match in extract_module._CUT.finditer(html):
+        at = match.start(1)
+        if any(start <= at < end for start, end in spans):
+            continue
+        cut = extract_module.Found()
+        extract_module._walk(html[:at], cut)
+        extract_module._walk(html[at:], cut)
+        assert cut.extracted() == whole.extracted(), html[at : at + 40]
