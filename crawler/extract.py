@@ -277,8 +277,14 @@ def _parser(html: str) -> LexborHTMLParser:
     stay anchors): same links, flat tree. The rewrite is a regex, so tag-like
     text inside attribute values is rewritten too; only such pages see it.
     """
-    if html.count("<") > _DEPTH_CHECK_TAGS and _max_depth(html, MAX_DEPTH) > MAX_DEPTH:
-        html = _FLATTEN.sub("<br", html)
+    return _lexbor(_FLATTEN.sub("<br", html) if _too_deep(html) else html)
+
+
+def _too_deep(html: str) -> bool:
+    return html.count("<") > _DEPTH_CHECK_TAGS and _max_depth(html, MAX_DEPTH) > MAX_DEPTH
+
+
+def _lexbor(html: str) -> LexborHTMLParser:
     try:
         return LexborHTMLParser(html)
     except UnicodeEncodeError:  # lone surrogates: the parser wants valid UTF-8
@@ -304,26 +310,27 @@ def extract_links(html: str, limit: int | None = None) -> Extracted:
     """
     found = Found(limit)
     if len(html) <= STREAM_ABOVE_CHARS:
-        _walk(html, found)
+        _walk(_parser(html), found)
         return found.extracted()
-    pieces = None
-    # A document nested past MAX_DEPTH is flattened per piece, and pieces of a
-    # flattened one can hold a few more formatting elements than the whole: tokenized.
-    if _max_depth(html, MAX_DEPTH) <= MAX_DEPTH:
-        pieces = _pieces(html, min(PIECE_CHARS, STREAM_ABOVE_CHARS))
+    pieces = _pieces(html, min(PIECE_CHARS, STREAM_ABOVE_CHARS))
+    for start, end in pieces or ():  # one tree at a time
+        piece = html[start:end]
+        if _too_deep(piece):
+            # Flattened pieces can hold a few more formatting elements than the
+            # whole document would: such a document is tokenized instead.
+            found, pieces = Found(limit), None
+            break
+        _walk(_lexbor(piece), found)
     if pieces is None:
         from crawler import extract_stream  # html.parser: for the rare huge page only
 
         extract_stream.read_tags(html, found)
-    else:
-        for start, end in pieces:  # one tree at a time
-            _walk(html[start:end], found)
     return found.extracted()
 
 
-def _walk(html: str, found: Found) -> None:
-    """Every element of the document's tree, in document order, into ``found``."""
-    root = _parser(html).root
+def _walk(parsed: LexborHTMLParser, found: Found) -> None:
+    """Every element of the parsed tree, in document order, into ``found``."""
+    root = parsed.root
     # One walk in document order; Lexbor's CSS matching costs more than this.
     for node in root.traverse() if root is not None else ():
         attrs = node.attributes

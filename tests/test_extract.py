@@ -482,12 +482,12 @@ def test_every_cut_outside_the_open_spans_keeps_what_the_tree_holds(blocks: list
     spans = extract_module._open_spans(html)
     assert spans is not None
     whole = extract_module.Found()
-    extract_module._walk(html, whole)
+    extract_module._walk(extract_module._parser(html), whole)
     for match in extract_module._CUT.finditer(html):
         at = match.start(1)
         if any(start <= at < end for start, end in spans):
             continue
         cut = extract_module.Found()
-        extract_module._walk(html[:at], cut)
-        extract_module._walk(html[at:], cut)
+        extract_module._walk(extract_module._parser(html[:at]), cut)
+        extract_module._walk(extract_module._parser(html[at:]), cut)
         assert cut.extracted() == whole.extracted(), html[at : at + 40]
