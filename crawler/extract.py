@@ -350,6 +350,8 @@ _CUT = re.compile(
 # ... unless one of these is open there: a comment or raw text (its content is
 # not tags), <template> (not in the document), or an element whose content a
 # document of its own would read otherwise (rows outside a table are dropped).
+# Cuts are looked for in the last this many characters of a piece first.
+_CUT_NEAR_END = 65_536
 _RAW_TEXT = ("script", "style", "textarea", "title", "xmp", "noembed", "noframes", "iframe")
 _CONTEXT = ("table", "template", "select", "svg", "math")
 _OPENINGS = re.compile(
@@ -374,18 +376,30 @@ def _pieces(html: str, size: int) -> list[tuple[int, int]] | None:
     bounds = []
     start = 0
     while len(html) - start > size:
-        cut = None
-        for match in _CUT.finditer(html, start + size // 2, start + size):
-            at = match.start(1)
-            span = bisect.bisect_right(starts, at) - 1
-            if span < 0 or spans[span][1] <= at:
-                cut = at
+        end = start + size
+        near = max(start + size // 2, end - _CUT_NEAR_END)
+        cut = _last_cut(html, near, end, spans, starts) or _last_cut(
+            html, start + size // 2, near, spans, starts
+        )
         if cut is None:
             return None
         bounds.append((start, cut))
         start = cut
     bounds.append((start, len(html)))
     return bounds
+
+
+def _last_cut(
+    html: str, lowest: int, highest: int, spans: list[tuple[int, int]], starts: list[int]
+) -> int | None:
+    """The last ``_CUT`` in [lowest, highest) outside the open spans."""
+    cut = None
+    for match in _CUT.finditer(html, lowest, highest):
+        at = match.start(1)
+        span = bisect.bisect_right(starts, at) - 1
+        if span < 0 or spans[span][1] <= at:
+            cut = at
+    return cut
 
 
 def _open_spans(html: str) -> list[tuple[int, int]] | None:
