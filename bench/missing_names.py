@@ -85,12 +85,13 @@ def crawl(url: str, run_dir: Path, memo: bool, lookup_s: float) -> dict[str, obj
         cwd=run_dir,
     )
     broken = json.loads(report.read_text())["broken"] if report.exists() else []
+    lookups, hosts = count.read_text().split() if count.exists() else (None, None)
     return {
         "wall_s": round(m.wall_s, 2),
         "cpu_s": round(m.cpu_s, 2),
         "exit": m.returncode,
-        "lookups": count.read_text().split()[0] if count.exists() else None,
-        "hosts": count.read_text().split()[1] if count.exists() else None,
+        "lookups": lookups,
+        "hosts": hosts,
         "broken": len(broken),
         "errors": {(b["url"], b.get("source")): b.get("error") for b in broken},
     }

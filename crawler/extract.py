@@ -25,6 +25,8 @@ from crawler.models import Extracted, RawLink
 # half what a page just under the threshold costs).
 STREAM_ABOVE_CHARS = 1_000_000
 PIECE_CHARS = 500_000
+# Elements whose content an HTML parser reads as text, not tags.
+TEXT_CONTENT = ("script", "style", "textarea", "title", "xmp", "noembed", "noframes", "iframe")
 PRESCAN_BYTES = 1024  # how far into the body <meta charset> is looked for, as WHATWG does
 _WHITESPACE = " \t\n\r\f"  # ASCII whitespace as HTML defines it
 
@@ -347,15 +349,14 @@ _CUT = re.compile(
     r">[ \t\n\r\f]*(<(?:div|section|article|p|li|dt|dd|h[1-6]|ul|ol|dl|table|hr)[\s/>])",
     re.IGNORECASE,
 )
-# ... unless one of these is open there: a comment or raw text (its content is
-# not tags), <template> (not in the document), or an element whose content a
-# document of its own would read otherwise (rows outside a table are dropped).
 # Cuts are looked for in the last this many characters of a piece first.
 _CUT_NEAR_END = 65_536
-_RAW_TEXT = ("script", "style", "textarea", "title", "xmp", "noembed", "noframes", "iframe")
+# ... and not where one of these is open: a comment or raw text (its content is
+# not tags), <template> (not in the document), or an element whose content a
+# document of its own would read otherwise (rows outside a table are dropped).
 _CONTEXT = ("table", "template", "select", "svg", "math")
 _OPENINGS = re.compile(
-    rf"<!--|-->|<(/?)({'|'.join(_RAW_TEXT + _CONTEXT)}|plaintext)(?=[\s/>])", re.IGNORECASE
+    rf"<!--|-->|<(/?)({'|'.join(TEXT_CONTENT + _CONTEXT)}|plaintext)(?=[\s/>])", re.IGNORECASE
 )
 
 
@@ -403,7 +404,7 @@ def _last_cut(
 
 
 def _open_spans(html: str) -> list[tuple[int, int]] | None:
-    """The spans, in order, where a comment, raw-text or ``_CONTEXT`` element is open
+    """The spans, in order, where a comment, ``TEXT_CONTENT`` or ``_CONTEXT`` element is open
     (from its opening tag to the end of its closing one). None after a <plaintext>:
     the rest of the document is text."""
     spans = []
@@ -420,7 +421,7 @@ def _open_spans(html: str) -> list[tuple[int, int]] | None:
             skipping = "--"
         elif name == "plaintext" and not closing:
             return None
-        elif name in _RAW_TEXT and not closing:
+        elif name in TEXT_CONTENT and not closing:
             skipping = name
         elif name in _CONTEXT:
             depth = max(0, depth - 1) if closing else depth + 1

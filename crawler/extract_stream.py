@@ -17,12 +17,14 @@ from __future__ import annotations
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING
 
+from crawler.extract import TEXT_CONTENT
+
 if TYPE_CHECKING:
     from crawler.extract import Found
 
 # Elements whose content is text to an HTML parser (the tokenizer knows only
 # script and style), and <template>, whose content is not in the document.
-_OPAQUE = frozenset({"textarea", "title", "xmp", "noembed", "noframes", "iframe", "template"})
+_OPAQUE = frozenset(TEXT_CONTENT).difference({"script", "style"}) | {"template"}
 # Tags that may come before a <frameset>; after any other, a tree builder
 # ignores <frameset> and <frame> (the document has a body).
 _BEFORE_FRAMES = frozenset(

@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import html
 import re
+import string
 from collections.abc import Iterator
 from typing import NamedTuple
 from urllib.parse import unquote
@@ -115,8 +116,9 @@ MAX_CANDIDATES = 256
 MIN_PLAIN_PREFIX = 4
 ESCAPED_BUDGET_PER_CHAR = 16
 ESCAPED_BUDGET = 65_536
-_PLAIN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:/._~-")
-_PLAIN_RUN = re.compile(r"[A-Za-z0-9:/._~-]+")
+_PLAIN = string.ascii_letters + string.digits + ":/._~-"  # never escaped in practice
+_PLAIN_CHARS = frozenset(_PLAIN)
+_PLAIN_RUN = re.compile(f"[{re.escape(_PLAIN)}]+")
 _UNQUOTED_END = re.compile(r"[\s>]")
 
 
@@ -210,10 +212,10 @@ def _find_escaped(text: str, value: str, start: int, budget: int) -> tuple[int, 
     at = text.find(plain, start)
     budget -= (at if at >= 0 else len(text)) - start
     while at > 0 and budget > 0:
-        quote = text[at - 1]
-        if quote in _BEFORE:
-            if quote in "\"'":
-                stop = text.find(quote, at, at + longest)
+        before = text[at - 1]
+        if before in _BEFORE:
+            if before in "\"'":
+                stop = text.find(before, at, at + longest)
             else:
                 unquoted = _UNQUOTED_END.search(text, at, at + longest)
                 stop = unquoted.start() if unquoted else -1
