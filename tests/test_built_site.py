@@ -157,3 +157,35 @@ async def test_remap_sends_an_old_domain_into_the_directory(repo: Path) -> None:
     assert "https://example.org/gone.html" in broken
     assert not any("old.example.net" in url for url in broken)
     assert "https://example.org/about.html" not in broken
+
+
+def test_a_directory_and_its_index_file_are_one_source(tmp_path: Path) -> None:
+    """The seed ``public/`` is ``/``; a page linking back to ``index.html`` makes a
+    second URL of the same file. Its broken links are listed once, in the order the
+    file writes them (line 9 before line 10, not as strings sort)."""
+    public = tmp_path / "public"
+    (public / "docs").mkdir(parents=True)
+    home = ["<!doctype html><title>home</title>", '<a href="docs/a.html">a</a>']
+    home += ["<p>"] * 6 + ['<a href="gone-9.html">nine</a>', '<a href="gone-10.html">ten</a>']
+    (public / "index.html").write_text("\n".join(home) + "\n", encoding="utf-8")
+    (public / "docs" / "a.html").write_text('<a href="../index.html">home</a>\n')
+    result = run_cli("crawl", "public", "-n", "-f", "json", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["summary"]["pages"] == 3  # "/" and "/index.html" are both crawled ...
+    broken = {b["url"]: b for b in doc["broken"]}
+    assert set(broken) == {"public/gone-9.html", "public/gone-10.html"}
+    assert broken["public/gone-9.html"]["sources"] == ["public/index.html:9:10"]  # ... listed once
+    assert broken["public/gone-10.html"]["locations"] == [
+        {"source": "public/index.html", "line": 10, "column": 10}
+    ]
+    text = run_cli("report", "-f", "text", cwd=tmp_path).stdout
+    assert text.count("gone-9.html") == 1
+    assert text.count("gone-10.html") == 1
+    assert text.index("public/index.html:9:10") < text.index("public/index.html:10:10")
+    markdown = run_cli("report", "-f", "markdown", cwd=tmp_path).stdout
+    assert markdown.count("gone-9.html") == 1
+    assert markdown.index("public/index.html:9:10") < markdown.index("public/index.html:10:10")
+    rows = list(csv.DictReader(io.StringIO(run_cli("report", "-f", "csv", cwd=tmp_path).stdout)))
+    sources = sorted(r["source"] for r in rows)
+    assert sources == ["public/index.html:10:10", "public/index.html:9:10"]

@@ -42,20 +42,24 @@ def with_files(data: ReportData, site: LocalSite, cwd: Path) -> ReportData:
     """The report with local URLs as paths and broken links' sources as path:line:column."""
     settings = CrawlSettings.model_validate(data.crawl.config)
     paths = _Paths(site, cwd, tuple(parse_remap(e) for e in settings.remap))
-    edges = [paths.edge(edge) for edge in data.edges]
-    shown = {(old.url, old.source): new for old, new in zip(data.edges, edges, strict=True)}
+    shown_edges = [paths.edge(edge) for edge in data.edges]
+    shown = {(old.url, old.source): new for old, new in zip(data.edges, shown_edges, strict=True)}
     broken = []
     for link in data.broken:
-        sources, where = [], []
+        named: dict[tuple[str, Location], None] = {}
         for source in link.sources:
             edge = shown.get((link.url, source))
             if edge is None or edge.source is None:
-                sources.append(paths.name(source))
-                where.append(Location(paths.name(source)))
+                named[paths.name(source), Location(paths.name(source))] = None
             else:
-                sources.append(edge.source)
-                where.append(Location(edge.file or edge.source, edge.line, edge.column))
-        broken.append(BrokenLink(paths.name(link.url), link.status, link.error, sources, where))
+                where = Location(edge.file or edge.source, edge.line, edge.column)
+                named[edge.source, where] = None
+        sources = [source for source, _ in named]
+        locations = [where for _, where in named]
+        broken.append(BrokenLink(paths.name(link.url), link.status, link.error, sources, locations))
+    # A directory and its index file are two URLs of one file (``/`` and
+    # ``/index.html``): crawled as two pages, listed as one.
+    edges = list(dict.fromkeys(shown_edges))
     pages = [paths.name(page) for page in data.pages] if data.pages is not None else None
     results = (
         [
@@ -64,7 +68,11 @@ def with_files(data: ReportData, site: LocalSite, cwd: Path) -> ReportData:
                 url=paths.name(row.url),
                 locations=None
                 if row.locations is None
-                else [dataclasses.replace(w, source=paths.name(w.source)) for w in row.locations],
+                else list(
+                    dict.fromkeys(
+                        dataclasses.replace(w, source=paths.name(w.source)) for w in row.locations
+                    )
+                ),
             )
             for row in data.results
         ]

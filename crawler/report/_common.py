@@ -28,9 +28,15 @@ def by_source(
     ``shown``: grouped by ``source:line:column`` (``BrokenEdge.shown_source``) instead.
     """
     groups: dict[str | None, list[BrokenEdge]] = {}
+    # By page, then where the page writes the link (line 9 before line 10).
+    order: dict[str | None, tuple[bool, str, int, int]] = {}
     for edge in edges:
-        groups.setdefault(edge.shown_source if shown else edge.source, []).append(edge)
-    ordered = sorted(groups.items(), key=lambda item: (item[0] is not None, item[0] or ""))
+        key = edge.shown_source if shown else edge.source
+        groups.setdefault(key, []).append(edge)
+        page = (edge.file or edge.source or "") if shown else (edge.source or "")
+        at = (edge.line or 0, edge.column or 0) if shown else (0, 0)
+        order[key] = (key is not None, page, *at)
+    ordered = sorted(groups.items(), key=lambda item: order[item[0]])
     return [(source, sorted(links, key=lambda e: e.url)) for source, links in ordered]
 
 

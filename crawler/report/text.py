@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from crawler.report._common import RENDERED_NOTE, SEED_SOURCE, printable, reason
-from crawler.report.model import BrokenLink, Format, ReportData
+from crawler.report.model import BrokenLink, Format, Location, ReportData
 
 
 def render(data: ReportData) -> str:
@@ -22,14 +22,16 @@ def render(data: ReportData) -> str:
     ]
     # Shown as ``source:line:column``; the plain source says whether it was rendered.
     by_source: defaultdict[str, list[tuple[BrokenLink, str]]] = defaultdict(list)
+    order: dict[str, tuple[str, int, int]] = {}  # a page's links in the order it writes them
     for link in data.broken:
-        places = [(where.shown, where.source) for where in link.locations] or [
-            (source, source) for source in link.sources or [SEED_SOURCE]
+        places = [(where, where.source) for where in link.locations] or [
+            (Location(source), source) for source in link.sources or [SEED_SOURCE]
         ]
-        for shown, source in places:
-            by_source[shown].append((link, source))
+        for place, source in places:
+            by_source[place.shown].append((link, source))
+            order[place.shown] = (place.source, place.line or 0, place.column or 0)
     rendered = data.rendered_edges()
-    for shown in sorted(by_source):
+    for shown in sorted(by_source, key=order.__getitem__):
         lines.append("")
         lines.append(shown)
         for link, source in by_source[shown]:
