@@ -189,3 +189,52 @@ def test_a_directory_and_its_index_file_are_one_source(tmp_path: Path) -> None:
     rows = list(csv.DictReader(io.StringIO(run_cli("report", "-f", "csv", cwd=tmp_path).stdout)))
     sources = sorted(r["source"] for r in rows)
     assert sources == ["public/index.html:10:10", "public/index.html:9:10"]
+
+
+def broken_of(result: Any) -> dict[str, list[str]]:
+    assert result.returncode in (0, 2), result.stderr
+    return {b["url"]: b["sources"] for b in json.loads(result.stdout)["broken"]}
+
+
+def test_files_are_seeds_as_lychee_takes_them(repo: Path) -> None:
+    public = repo / "public"
+    about = where(public / "about.html", "docs/guide.html#nowhere")
+    one_page = ("-n", "--max-depth", "0", "--include-fragments", "-f", "json")
+    result = run_cli("crawl", "public/about.html", *SITE_ARGS, *one_page, "--db", "a.db", cwd=repo)
+    assert broken_of(result) == {
+        "public/docs/guide.html#nowhere": [f"public/about.html:{about[0]}:{about[1]}"]
+    }
+    # Two files: the site is the directory holding both, so /img/large.png is found broken
+    # in public/, not in public/docs/.
+    guide = where(public / "docs/guide.html", "/img/large.png")
+    files = ("public/about.html", "public/docs/guide.html")
+    both = broken_of(run_cli("crawl", *files, *SITE_ARGS, *one_page, "--db", "b.db", cwd=repo))
+    assert both["public/img/large.png"] == [f"public/docs/guide.html:{guide[0]}:{guide[1]}"]
+    assert set(both) == {"public/docs/guide.html#nowhere", "public/img/large.png"}
+    # A file in a folder below the root: the root is that folder unless named.
+    alone = run_cli("crawl", "public/docs/guide.html", *one_page, "--db", "c.db", cwd=repo)
+    assert "public/docs/img/large.png" in broken_of(alone)
+    named = run_cli(
+        "crawl",
+        "public/docs/guide.html",
+        "--root-dir",
+        "public",
+        *one_page,
+        "--db",
+        "d.db",
+        cwd=repo,
+    )
+    assert "public/img/large.png" in broken_of(named)
+    # The report and a resume of the finished crawl still name the files.
+    report = run_cli("report", "--db", "d.db", "-f", "json", cwd=repo)
+    assert "public/img/large.png" in broken_of(report)
+
+
+def test_a_file_outside_the_root_is_refused(repo: Path) -> None:
+    (repo / "elsewhere.html").write_text('<a href="x.html">x</a>')
+    result = run_cli("crawl", "elsewhere.html", "--root-dir", "public", "-n", cwd=repo)
+    assert result.returncode == 3
+    assert "not inside the local site" in result.stderr
+    missing = run_cli("crawl", "public/nothing.html", "-n", cwd=repo)
+    assert missing.returncode == 3
+    assert "not an http(s) URL, a directory or a file" in missing.stderr

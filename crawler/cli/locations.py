@@ -19,6 +19,8 @@ from urllib.parse import unquote, urlsplit
 
 from crawler import positions
 from crawler.config import CrawlSettings
+from crawler.errors import UsageError
+from crawler.net import localsite
 from crawler.net.localsite import LocalSite
 from crawler.report import ReportData
 from crawler.report.model import BrokenEdge, BrokenLink, Location
@@ -26,16 +28,18 @@ from crawler.scope import parse_remap
 
 
 def local_site(data: ReportData) -> LocalSite | None:
-    """The crawl's local site, when it crawled a directory that still exists."""
+    """The crawl's local site, when it crawled a directory (or its files) that still exists."""
     try:
         settings = CrawlSettings.model_validate(data.crawl.config)
     except ValueError:
         return None
-    roots = [seed for seed in data.crawl.seeds if "://" not in seed]
-    root = settings.root_dir or (roots[0] if roots else None)
-    if root is None or not Path(root).is_dir():
+    try:
+        root = localsite.site_root(list(data.crawl.seeds), settings.root_dir)
+    except (UsageError, OSError):
         return None
-    return LocalSite.build(Path(root), settings)
+    if root is None or not root.is_dir():
+        return None
+    return LocalSite.build(root, settings)
 
 
 def with_files(data: ReportData, site: LocalSite, cwd: Path) -> ReportData:

@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     crawl = _command(
         commands,
         "crawl",
-        "crawl from seed URLs (or a directory) and check every link",
+        "crawl from seed URLs (or a directory, or files) and check every link",
         "Crawl the seeds' site and check every link found; print the report when done.\n"
         f"Report formats (-f): {', '.join(FORMATS)}.",
         "  crawler crawl https://example.org/\n"
@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         "seeds",
         nargs="*",
         metavar="URL",
-        help="where the crawl starts: URLs, or a directory of built HTML",
+        help="where the crawl starts: URLs, a directory of built HTML, or files in it",
     )
     options.add_common(crawl)
     options.add_arguments(crawl)

@@ -177,29 +177,30 @@ def prepare_seeds(
     """(seeds to record, normalized seed URLs, local root); UsageError for a bad seed.
 
     A seed naming a directory (or ``--root-dir``) is the local site, served at
-    its home URL (``--base-url``, else ``http://local.invalid/``); it is
-    recorded as an absolute path so a resume from elsewhere finds it.
+    its home URL (``--base-url``, else ``http://local.invalid/``); a seed naming
+    a file is that file's page of the site (``localsite.site_root``). Both are
+    recorded as absolute paths so a resume from elsewhere finds them.
     """
     recorded, keys = [], []
-    local_root: Path | None = None
-    if settings is not None and settings.root_dir is not None:
-        local_root = Path(settings.root_dir).resolve()
-        if not local_root.is_dir():
-            raise UsageError(f"--root-dir {settings.root_dir!r}: no such directory")
+    root_dir = settings.root_dir if settings is not None else None
+    if root_dir is not None and not Path(root_dir).is_dir():
+        raise UsageError(f"--root-dir {root_dir!r}: no such directory")
+    local_root = localsite.site_root(raw_seeds, root_dir)
     home = localsite.home_url(settings.base_url if settings is not None else None)
     for seed in raw_seeds:
-        if localsite.is_local_seed(seed):
-            root = Path(seed).resolve()
-            if local_root is not None and root != local_root:
-                raise UsageError("only one local directory can be crawled at a time")
-            local_root = root
-            recorded.append(str(root))
+        if local_root is not None and localsite.is_local_seed(seed):
+            recorded.append(str(local_root))
             keys.append(home)
+            continue
+        if local_root is not None and localsite.is_local_file_seed(seed):
+            file = Path(seed).resolve()
+            recorded.append(str(file))
+            keys.append(urls.normalize(localsite.file_url(home, local_root, file))[0])
             continue
         if not urls.is_http(seed):
             scheme = urls.scheme_of(seed)
             if not scheme and "://" not in seed:
-                raise UsageError(f"seed {seed!r}: not an http(s) URL or a directory")
+                raise UsageError(f"seed {seed!r}: not an http(s) URL, a directory or a file")
             raise UsageError(f"seed {seed!r}: unsupported scheme {scheme!r}")
         try:
             key, _ = urls.normalize(seed)

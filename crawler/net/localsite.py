@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import mimetypes
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from crawler import urls
 from crawler.errors import InvalidURLError, UsageError
@@ -97,6 +98,40 @@ def home_url(base_url: str | None) -> str:
 def is_local_seed(seed: str) -> bool:
     """A seed naming an existing directory rather than a URL."""
     return "://" not in seed and Path(seed).is_dir()
+
+
+def is_local_file_seed(seed: str) -> bool:
+    """A seed naming an existing file (``crawler crawl public/index.html``), as lychee takes one."""
+    return "://" not in seed and Path(seed).is_file()
+
+
+def site_root(seeds: list[str], root_dir: str | None) -> Path | None:
+    """The directory served as the site: ``--root-dir``, else the directory seed, else the
+    directory holding every file seed. UsageError for two directories, or a file outside.
+
+    A file seed is a page of the site, so that its root-relative links (``/about/``)
+    resolve as they will once deployed: name the root with ``--root-dir`` when the
+    files are in a folder below it.
+    """
+    root = Path(root_dir).resolve() if root_dir is not None else None
+    for seed in seeds:
+        if is_local_seed(seed):
+            directory = Path(seed).resolve()
+            if root is not None and directory != root:
+                raise UsageError("only one local directory can be crawled at a time")
+            root = directory
+    files = [Path(seed).resolve() for seed in seeds if is_local_file_seed(seed)]
+    if root is None and files:
+        root = Path(os.path.commonpath([file.parent for file in files]))
+    for file in files:
+        if root is not None and root not in file.parents:
+            raise UsageError(f"seed {str(file)!r}: not inside the local site {str(root)!r}")
+    return root
+
+
+def file_url(site_home: str, root: Path, file: Path) -> str:
+    """The URL a file of the site is served at, under the site's home."""
+    return site_home + quote(file.relative_to(root).as_posix())
 
 
 def is_local_url(url: str) -> bool:
