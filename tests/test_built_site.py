@@ -238,3 +238,24 @@ def test_a_file_outside_the_root_is_refused(repo: Path) -> None:
     missing = run_cli("crawl", "public/nothing.html", "-n", cwd=repo)
     assert missing.returncode == 3
     assert "not an http(s) URL, a directory or a file" in missing.stderr
+
+
+def test_diff_of_a_directory_names_files(tmp_path: Path) -> None:
+    public = tmp_path / "public"
+    (public / "docs").mkdir(parents=True)
+    (public / "index.html").write_text('<a href="docs/a.html">a</a><a href="old-gone.html">x</a>')
+    (public / "docs" / "a.html").write_text('<a href="../index.html">home</a>')
+    assert run_cli("crawl", "public", "-n", "--db", "site.db", cwd=tmp_path).returncode == 2
+    (public / "index.html").write_text('<a href="docs/a.html">a</a><a href="new-gone.html">y</a>')
+    assert run_cli("recrawl", "--db", "site.db", "-n", cwd=tmp_path).returncode == 2
+    result = run_cli("diff", "--db", "site.db", "-f", "json", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "local.invalid" not in result.stdout
+    doc = json.loads(result.stdout)
+    new = [(link["url"], link["sources"]) for link in doc["new_broken"]]
+    assert new == [("public/new-gone.html", ["public/index.html"])]  # "/" and "/index.html"
+    fixed = [(link["url"], link["sources"]) for link in doc["fixed"]]
+    assert fixed == [("public/old-gone.html", ["public/index.html"])]
+    text = run_cli("diff", "--db", "site.db", cwd=tmp_path).stdout
+    assert "from public/index.html" in text
+    assert "local.invalid" not in text

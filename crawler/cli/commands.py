@@ -119,6 +119,10 @@ def _diff(args: argparse.Namespace, run: RunOptions) -> int:
         )
     _check_output(run.output)
     diff = store_open.load_diff(run.db, args.from_crawl, args.to_crawl)
+    record = store_open.load_record(run.db, diff.to_crawl)
+    site = locations.local_site_of(record.seeds, record.config)
+    if site is not None:  # files instead of local URLs, as in the report
+        diff = locations.diff_with_files(diff, site, Path.cwd())
     _write(run, diff_formats.render(diff, run.format))
     return EXIT_BROKEN if diff.new_broken else EXIT_OK
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from crawler import positions
@@ -23,23 +25,55 @@ from crawler.errors import UsageError
 from crawler.net import localsite
 from crawler.net.localsite import LocalSite
 from crawler.report import ReportData
+from crawler.report.diff import CrawlDiff
 from crawler.report.model import BrokenEdge, BrokenLink, Location
 from crawler.scope import parse_remap
 
 
 def local_site(data: ReportData) -> LocalSite | None:
     """The crawl's local site, when it crawled a directory (or its files) that still exists."""
+    return local_site_of(data.crawl.seeds, data.crawl.config)
+
+
+def local_site_of(seeds: Sequence[str], config: dict[str, Any]) -> LocalSite | None:
+    """A crawl's local site from its recorded seeds and settings (None: it crawled URLs)."""
     try:
-        settings = CrawlSettings.model_validate(data.crawl.config)
-    except ValueError:
-        return None
-    try:
-        root = localsite.site_root(list(data.crawl.seeds), settings.root_dir)
-    except (UsageError, OSError):
+        settings = CrawlSettings.model_validate(config)
+        root = localsite.site_root(list(seeds), settings.root_dir)
+    except (ValueError, UsageError, OSError):
         return None
     if root is None or not root.is_dir():
         return None
     return LocalSite.build(root, settings)
+
+
+def diff_with_files(diff: CrawlDiff, site: LocalSite, cwd: Path) -> CrawlDiff:
+    """The diff with local URLs as paths (``/`` and ``/index.html``: one file, named once)."""
+    paths = _Paths(site, cwd, ())
+
+    def links(found: list[BrokenLink]) -> list[BrokenLink]:
+        named = [
+            BrokenLink(
+                paths.name(link.url),
+                link.status,
+                link.error,
+                sorted({paths.name(source) for source in link.sources}),
+            )
+            for link in found
+        ]
+        return sorted(named, key=lambda link: link.url)  # sorted as CrawlDiff keeps them
+
+    def pages(found: list[str]) -> list[str]:
+        return sorted({paths.name(page) for page in found})
+
+    return dataclasses.replace(
+        diff,
+        new_broken=links(diff.new_broken),
+        fixed=links(diff.fixed),
+        still_broken=links(diff.still_broken),
+        pages_added=pages(diff.pages_added),
+        pages_removed=pages(diff.pages_removed),
+    )
 
 
 def with_files(data: ReportData, site: LocalSite, cwd: Path) -> ReportData:
