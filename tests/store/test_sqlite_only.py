@@ -18,10 +18,12 @@ from hypothesis import strategies as st
 
 from crawler.config import CrawlSettings
 from crawler.engine import runner
+from crawler.errors import StoreError
 from crawler.models import ResultClass, UrlKind
 from crawler.report.model import Summary
 from crawler.store import open as store_open
 from crawler.store.sqlite import bulk, crawls, db, links, results
+from crawler.store.sqlite import frontier as frontier_module
 from crawler.store.sqlite import store as sqlite_store
 from crawler.store.sqlite.frontier import Frontier
 
@@ -309,6 +311,77 @@ def test_completions_merge_once_the_batch_is_full(
     asyncio.run(drain(_Async(f), Plan(children=children)))
     assert conn.execute("SELECT count(*) FROM link_open").fetchone()[0] >= 4
     assert links.fresh_rows(conn) < 4
+
+
+def _fresh_links(conn: sqlite3.Connection, rows: int) -> None:
+    conn.execute("DELETE FROM link_fresh")
+    bulk.insert(
+        conn,
+        "INSERT INTO link_fresh (target_id, source_id, fragment, element, at)",
+        [(1, i + 1, "", "a", None) for i in range(rows)],
+    )
+
+
+def test_a_merge_waits_while_the_frontier_is_dry_or_nearly_empty(
+    conn: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A merge holds the writer and the next lease: at the end of a crawl it stalled
+    # the last requests for all of its duration, for rows no reader needed merged.
+    monkeypatch.setattr(links, "MIN_BATCH_ROWS", 4)
+    f = new_frontier(conn)
+    f.enqueue([disc(u(f"p{i}")) for i in range(6)], T0)  # 6 pending; a batch is 6 rows
+    monkeypatch.setattr(frontier_module, "MERGE_WAITS_BELOW_PENDING", 3)
+    _fresh_links(conn, 7)
+    assert f.merge_links_due(dry=True) == 0  # the engine waits for rows: held back
+    assert f.merge_links_due(dry=False) == 7  # rows to lease meanwhile: merged
+    monkeypatch.setattr(frontier_module, "MERGE_WAITS_BELOW_PENDING", 7)
+    _fresh_links(conn, 11)
+    assert f.merge_links_due(dry=False) == 0  # few URLs left: the crawl may end first
+    _fresh_links(conn, 12)
+    assert f.merge_links_due(dry=True) == 12  # held back up to twice the batch, not more
+    assert links.fresh_rows(conn) == 0
+
+
+async def test_the_merge_is_the_writer_s_next_job_and_its_failure_the_next_call_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(links, "MIN_BATCH_ROWS", 2)
+    monkeypatch.setattr(frontier_module, "MERGE_WAITS_BELOW_PENDING", 0)
+    store = store_open.create_crawl(tmp_path / "c.db", [], CrawlSettings())
+    assert isinstance(store, sqlite_store.AsyncFrontier)
+    release = threading.Event()
+    original = links.merge
+
+    def held(conn: sqlite3.Connection) -> int:
+        release.wait(timeout=30)
+        return original(conn)
+
+    monkeypatch.setattr(links, "merge", held)
+    try:
+        await store.enqueue([disc(u(""))], T0)
+        (row,) = await store.lease("w1", 1, TTL, T0)
+        # Ten links to two URLs: more than a batch (as many rows as the crawl has URLs).
+        children = [disc(u(f"p{i}"), fragment=f"f{j}") for i in range(2) for j in range(5)]
+        # The commit's caller does not wait for the merge (held until released here).
+        await asyncio.wait_for(store.complete("w1", [outcome(row, children=children)], T0), 10)
+        release.set()
+        await store.counts()  # queued behind the merge
+        reader = sqlite3.connect(tmp_path / "c.db")
+        assert reader.execute("SELECT count(*) FROM link_fresh").fetchone() == (0,)
+        reader.close()
+
+        def fail(conn: sqlite3.Connection) -> int:
+            raise sqlite3.OperationalError("disk I/O error")
+
+        monkeypatch.setattr(links, "merge", fail)
+        leased = await store.lease("w1", 2, TTL, T0)
+        await store.complete("w1", [outcome(r, children=children) for r in leased], T0)
+        with pytest.raises(StoreError):
+            await store.counts()
+        assert (await store.counts()).done == 3  # the commit stands; the links stay fresh
+    finally:
+        release.set()
+        store.close()
 
 
 def test_counting_fresh_links_seeks_instead_of_scanning(conn: sqlite3.Connection) -> None:

@@ -44,6 +44,9 @@ from crawler.store.sqlite.db import WRITER_BUSY_TIMEOUT_MS, atomic
 
 DEFAULT_SEEN_CACHE_SIZE = 50_000
 HOST_CACHE_SIZE = 20_000
+# A merge of open links due with fewer URLs than this left to lease waits (merge_links_due):
+# about a second of leases, against a merge's third of a second per 200,000 links.
+MERGE_WAITS_BELOW_PENDING = 2_000
 
 
 _INSERT = """
@@ -170,8 +173,14 @@ class Frontier:
             self._conn.execute("UPDATE worker SET heartbeat_at = ? WHERE token = ?", (now, owner))
         return cur.rowcount
 
-    def complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
-        """Commit many fetched rows in one transaction; False marks a rejected stale one."""
+    def complete(
+        self, owner: str, outcomes: Sequence[Outcome], now: float, *, merge_links: bool = True
+    ) -> list[bool]:
+        """Commit many fetched rows in one transaction; False marks a rejected stale one.
+
+        Then the open links are merged if due, unless the caller does it later
+        (``merge_links=False``: see ``merge_links_due``).
+        """
         if any(o.recorded is not None for o in outcomes):
             self.previous_crawl()  # its links all in link_open, where the copy reads them
         try:
@@ -191,8 +200,30 @@ class Frontier:
         except BaseException:
             self._forget_uncommitted()
             raise
-        links.merge_due(self._conn)
+        if merge_links:
+            links.merge_due(self._conn)
         return accepted
+
+    def merge_links_due(self, *, dry: bool) -> int:
+        """Merge the open links if due; rows moved.
+
+        A merge holds the writer, and with it the next lease: when the frontier
+        ran dry (``dry``: the engine waits for its next rows) or few URLs are
+        left to lease, the crawl would stall for it, and may well end before
+        it needs the merge at all (readers read ``link_fresh`` too). It is then
+        held back until twice the batch has been appended, which bounds
+        ``link_fresh`` all the same.
+        """
+        held_back = dry or self._pending_below(MERGE_WAITS_BELOW_PENDING)
+        return links.merge_due(self._conn, slack=2 if held_back else 1)
+
+    def _pending_below(self, limit: int) -> bool:
+        """Fewer than ``limit`` URLs wait to be leased (at most ``limit`` index entries read)."""
+        (pending,) = self._conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM url WHERE crawl_id = ? AND state = 0 LIMIT ?)",
+            (self.crawl_id, limit),
+        ).fetchone()
+        return bool(pending < limit)
 
     def release(self, owner: str) -> int:
         """Give back every lease this owner holds, untouched (graceful stop)."""

@@ -73,10 +73,15 @@ class AsyncFrontier:
         self._stopping = False
         self._previous_reader: _PreviousReader | None = None
         self._previous_id: tuple[int | None] | None = None  # read once: (id,)
+        self._merging: asyncio.Future[int] | None = None  # a merge of open links sent ahead
+        self._ran_dry = False  # the last lease found fewer rows than asked (writer thread)
 
     async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         loop = asyncio.get_running_loop()
+        merging, self._merging = self._merging, None
         try:
+            if merging is not None:  # ahead of this job on the writer: its failure is this call's
+                await merging
             return await loop.run_in_executor(
                 self._executor, functools.partial(fn, *args, **kwargs)
             )
@@ -100,7 +105,9 @@ class AsyncFrontier:
 
     async def complete(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
         await self._keep_wal_bounded()
-        return await self._run(self.sync.complete, owner, outcomes, now)
+        accepted = await self._run(self.sync.complete, owner, outcomes, now, merge_links=False)
+        self._send_merge()
+        return accepted
 
     async def complete_and_lease(
         self, owner: str, outcomes: Sequence[Outcome], now: float, ask: LeaseAsk
@@ -108,6 +115,7 @@ class AsyncFrontier:
         """The group commit and the next lease as one job: no other job runs between them."""
         await self._keep_wal_bounded()
         accepted, grant = await self._run(self._complete_then_lease, owner, outcomes, now, ask)
+        self._send_merge()
         return accepted, await self._with_previous(grant)
 
     async def release(self, owner: str) -> int:
@@ -176,6 +184,7 @@ class AsyncFrontier:
     def _lease_more(self, owner: str, ask: LeaseAsk, now: float) -> LeaseGrant:
         """On the writer thread: the lease, then the cookies stored meanwhile."""
         rows = self.sync.lease(owner, ask.limit, ask.ttl_s, now)
+        self._ran_dry = len(rows) < ask.limit
         found = None
         if rows and ask.cookies_since is not None:
             found = cookies.get_cookies(self._conn, self.crawl_id, ask.cookies_since)
@@ -183,10 +192,21 @@ class AsyncFrontier:
             self._previous_id = (self.sync.previous_crawl(),)  # once, on this thread
         return LeaseGrant(rows=rows, cookies=found)
 
+    def _send_merge(self) -> None:
+        """The merge of open links, if due, as the writer's next job, not part of a commit's:
+        the rows already granted are fetched meanwhile."""
+        self._merging = asyncio.get_running_loop().run_in_executor(
+            self._executor, self._merge_links_due
+        )
+
+    def _merge_links_due(self) -> int:
+        """On the writer thread: held back while the last lease found the frontier dry."""
+        return self.sync.merge_links_due(dry=self._ran_dry)
+
     def _complete_then_lease(
         self, owner: str, outcomes: Sequence[Outcome], now: float, ask: LeaseAsk
     ) -> tuple[list[bool], LeaseGrant]:
-        accepted = self.sync.complete(owner, outcomes, now)
+        accepted = self.sync.complete(owner, outcomes, now, merge_links=False)
         return accepted, self._lease_more(owner, ask, now)
 
     async def _with_previous(self, grant: LeaseGrant) -> LeaseGrant:
@@ -233,6 +253,9 @@ class AsyncFrontier:
         if self._previous_reader is not None:
             self._previous_reader.close()
         self._executor.shutdown(wait=True)
+        if self._merging is not None and self._merging.done() and not self._merging.cancelled():
+            # Its rows stay in link_fresh, where every reader finds them.
+            self._merging.exception()
         self._conn.close()
 
 
