@@ -189,6 +189,8 @@ def test_a_directory_and_its_index_file_are_one_source(tmp_path: Path) -> None:
     rows = list(csv.DictReader(io.StringIO(run_cli("report", "-f", "csv", cwd=tmp_path).stdout)))
     sources = sorted(r["source"] for r in rows)
     assert sources == ["public/index.html:10:10", "public/index.html:9:10"]
+    junit = run_cli("report", "-f", "junit", cwd=tmp_path).stdout
+    assert 'tests="4"' in junit  # public/index.html and public/docs/a.html, two broken links
 
 
 def broken_of(result: Any) -> dict[str, list[str]]:

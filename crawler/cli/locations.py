@@ -98,7 +98,7 @@ def with_files(data: ReportData, site: LocalSite, cwd: Path) -> ReportData:
     # A directory and its index file are two URLs of one file (``/`` and
     # ``/index.html``): crawled as two pages, listed as one.
     edges = list(dict.fromkeys(shown_edges))
-    pages = [paths.name(page) for page in data.pages] if data.pages is not None else None
+    pages = list(dict.fromkeys(map(paths.name, data.pages))) if data.pages is not None else None
     results = (
         [
             dataclasses.replace(
