@@ -191,6 +191,11 @@ def test_a_directory_and_its_index_file_are_one_source(tmp_path: Path) -> None:
     assert sources == ["public/index.html:10:10", "public/index.html:9:10"]
     junit = run_cli("report", "-f", "junit", cwd=tmp_path).stdout
     assert 'tests="4"' in junit  # public/index.html and public/docs/a.html, two broken links
+    # A page's broken links are grouped under the page, each with where it is written.
+    assert junit.count('classname="public/index.html"') == 3
+    assert "at public/index.html:9:10" in junit
+    html = run_cli("report", "-f", "html", cwd=tmp_path).stdout
+    assert "(2 links on 1 page)" in html
 
 
 def broken_of(result: Any) -> dict[str, list[str]]:

@@ -25,17 +25,18 @@ def by_source(
 ) -> list[tuple[str | None, list[BrokenEdge]]]:
     """Edges grouped by source page, sources sorted (seeds first), links sorted by URL.
 
-    ``shown``: grouped by ``source:line:column`` (``BrokenEdge.shown_source``) instead.
+    A local file's page is its path (``BrokenEdge.file``: its ``source`` reads
+    ``file:line:column``). ``shown``: grouped by ``source:line:column``
+    (``BrokenEdge.shown_source``) instead.
     """
     groups: dict[str | None, list[BrokenEdge]] = {}
     # By page, then where the page writes the link (line 9 before line 10).
     order: dict[str | None, tuple[bool, str, int, int]] = {}
     for edge in edges:
-        key = edge.shown_source if shown else edge.source
+        key = edge.shown_source if shown else (edge.file or edge.source)
         groups.setdefault(key, []).append(edge)
-        page = (edge.file or edge.source or "") if shown else (edge.source or "")
         at = (edge.line or 0, edge.column or 0) if shown else (0, 0)
-        order[key] = (key is not None, page, *at)
+        order[key] = (key is not None, edge.file or edge.source or "", *at)
     ordered = sorted(groups.items(), key=lambda item: order[item[0]])
     return [(source, sorted(links, key=lambda e: e.url)) for source, links in ordered]
 

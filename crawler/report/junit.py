@@ -62,7 +62,7 @@ def _failing_case(suite: ET.Element, classname: str, edge: BrokenEdge) -> None:
         {"message": _safe(reason(edge.status, edge.error)), "type": _safe(edge.kind)},
     )
     linked = f"linked as <{'>, <'.join(edge.elements)}>" if edge.elements else "a seed"
-    if edge.line is not None and edge.file is None:  # a local file's classname names the line
+    if edge.line is not None:  # the classname is the page; a local file's source names the line
         linked += f" at {edge.shown_source}"
     failure.text = _safe(
         f"{edge.url}\nstatus: {edge.status if edge.status is not None else 'no response'}\n"
