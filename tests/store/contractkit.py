@@ -70,10 +70,12 @@ class Plan:
     redirects: dict[str, str] = field(default_factory=dict)
 
 
-async def drain(f: FrontierStore, plan: Plan, owner: str = "w1", now: float = T0) -> None:
-    """Lease and complete until nothing is leasable: a whole crawl."""
+async def drain(
+    f: FrontierStore, plan: Plan, owner: str = "w1", now: float = T0, lease: int = 1000
+) -> None:
+    """Lease (``lease`` rows at a time) and complete until nothing is leasable: a whole crawl."""
     for _ in range(100):
-        got = await f.lease(owner, 1000, TTL, now)
+        got = await f.lease(owner, lease, TTL, now)
         if not got:
             return
         outs = []

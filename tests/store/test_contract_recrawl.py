@@ -215,6 +215,7 @@ def _first_plan(scope: Scope) -> Plan:
             u("home"): tagged('"h"'),
             u("about"): tagged('"a"'),
             u("deep"): tagged('"d"'),
+            u("news"): tagged('"n"'),
             u("gone"): BROKEN,
         },
         children={
@@ -228,24 +229,41 @@ def _first_plan(scope: Scope) -> Plan:
                 found("mailto:x@a.test", 1),
                 found("http://b.test/x", 1),
                 found(u("deep"), 1, "img"),  # checked here, a page through about
+                found(u("news"), 1),
             ],
-            u("about"): [found(u("home"), 2), found(u("deep"), 2), found(u("gone"), 2, "img")],
+            # Pages of one level linking to each other: whether a link is to a settled
+            # page depends on which of them completed first (see ``lease``).
+            u("about"): [
+                found(u("home"), 2),
+                found(u("deep"), 2),
+                found(u("gone"), 2, "img"),
+                found(u("news"), 2),
+            ],
+            u("news"): [found(u("about"), 2), found(u("deep"), 2)],
             u("deep"): [found(u("about"), 3, fragment="team"), found(u("far"), 3)],
         },
     )
 
 
 async def _recrawl(
-    db: Backend, first: int, config: dict[str, object], plan: Plan, *, by_reference: bool
+    db: Backend,
+    first: int,
+    config: dict[str, object],
+    plan: Plan,
+    *,
+    by_reference: bool,
+    lease: int = 1000,
 ) -> int:
     """A re-crawl where every page with validators answers 304: completed by reference, or
-    with its links read and classified by the test (``recrawl.expand``)."""
+    with its links read and classified by the test (``recrawl.expand``); ``lease`` rows
+    leased and completed at a time (1: a page's links to pages of its level completed
+    before it are settled, where the first crawl, a level a commit, stored them open)."""
     settings = CrawlSettings(**config)  # type: ignore[arg-type]
     scope = Scope.build(settings, [u("home")])
     store = await recrawl_of(db, first, **config)
     await store.enqueue([disc(u("home"))], T0)
-    for _ in range(20):
-        leased = await store.lease("w1", 1000, 30.0, T0)
+    for _ in range(40):
+        leased = await store.lease("w1", lease, 30.0, T0)
         if not leased:
             return store.crawl_id
         pages = [row.url for row in leased if row.kind == UrlKind.PAGE]
@@ -286,16 +304,18 @@ async def _stored(db: Backend, crawl_id: int) -> tuple[object, ...]:
 
 
 @pytest.mark.parametrize(
-    "config",
+    ("config", "lease"),
     [
-        {"exclude": ["/skip/"], "max_cache_age_s": 3600.0},
-        {"include_fragments": True, "max_depth": 1},
-        {"exclude": ["/skip/"], "max_urls": 1000},
+        ({"exclude": ["/skip/"], "max_cache_age_s": 3600.0}, 1000),
+        ({"include_fragments": True, "max_depth": 1}, 1000),
+        ({"exclude": ["/skip/"], "max_urls": 1000}, 1000),
+        ({"include_fragments": True}, 1),
+        ({"include_fragments": True}, -1),
     ],
-    ids=["cache-age", "fragments-depth", "max-urls"],
+    ids=["cache-age", "fragments-depth", "max-urls", "a-page-a-commit", "first-a-page-a-commit"],
 )
 async def test_a_page_completed_by_reference_stores_what_its_recorded_links_would(
-    db: Backend, config: dict[str, object]
+    db: Backend, config: dict[str, object], lease: int
 ) -> None:
     """``Outcome.recorded`` means the previous crawl's links as children: the same URL rows
     (kinds, depths, states), results, links with their positions, and report."""
@@ -303,10 +323,13 @@ async def test_a_page_completed_by_reference_stores_what_its_recorded_links_woul
     plan = _first_plan(scope)
     first = await db.store(config)
     await first.enqueue([disc(u("home"))], T0)
-    await drain(first, plan)
+    # lease -1: the first crawl a page a commit, the re-crawl a level a commit, so that
+    # links the first crawl stored open are to pages the re-crawl has settled.
+    await drain(first, plan, lease=1 if lease == -1 else 1000)
     assert await first.finish_if_quiescent(T0)
-    expanded = await _recrawl(db, first.crawl_id, config, plan, by_reference=False)
-    referenced = await _recrawl(db, first.crawl_id, config, plan, by_reference=True)
+    lease = 1000 if lease == -1 else lease
+    expanded = await _recrawl(db, first.crawl_id, config, plan, by_reference=False, lease=lease)
+    referenced = await _recrawl(db, first.crawl_id, config, plan, by_reference=True, lease=lease)
     got, want = await _stored(db, referenced), await _stored(db, expanded)
     assert got == want
     assert got[1] == (await _stored(db, first.crawl_id))[1]  # and the first crawl's results
