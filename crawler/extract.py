@@ -32,7 +32,11 @@ _WHITESPACE = " \t\n\r\f"  # ASCII whitespace as HTML defines it
 
 # Which attributes of which elements hold a URL. <meta> is handled apart.
 LINK_ATTRIBUTES: dict[str, tuple[str, ...]] = {
-    "a": ("href",),
+    # SVG's links too: <a>, and <use> and <image> (an icon sprite, a picture) by
+    # href or, as most SVG still writes them, xlink:href.
+    "a": ("href", "xlink:href"),
+    "use": ("href", "xlink:href"),
+    "image": ("href", "xlink:href"),
     "area": ("href",),
     "img": ("src", "srcset"),
     "source": ("src", "srcset"),
@@ -296,11 +300,12 @@ def _lexbor(html: str) -> LexborHTMLParser:
 def extract_links(html: str, limit: int | None = None) -> Extracted:
     """Every link a page holds, in document order, with what changes their meaning.
 
-    Links: a/area href, img/source src and srcset (each candidate), script
-    src, link href (element "stylesheet" for rel=stylesheet), iframe/frame
-    src, video src and poster, audio/track/embed src, object data, meta
-    refresh content, and url()/@import in <style> and style attributes
-    (element "style"). Values are stripped; empty and
+    Links: a/area href, SVG a/use/image href and xlink:href, img/source src
+    and srcset (each candidate), script src, link href (element "stylesheet"
+    for rel=stylesheet), iframe/frame src, video src and poster,
+    audio/track/embed src, object data, meta refresh content, and
+    url()/@import in <style> and style attributes (element "style").
+    Values are stripped; empty and
     whitespace-only values are skipped (an empty href only points back to the
     page itself). Also the first <base href>, robots nofollow ("nofollow" or
     "none"), and the anchors (every id and every a[name]). Never raises.

@@ -266,3 +266,21 @@ def test_diff_of_a_directory_names_files(tmp_path: Path) -> None:
     text = run_cli("diff", "--db", "site.db", cwd=tmp_path).stdout
     assert "from public/index.html" in text
     assert "local.invalid" not in text
+
+
+def test_an_svg_sprite_or_picture_moved_away_is_broken_where_it_is_used(tmp_path: Path) -> None:
+    public = tmp_path / "public"
+    (public / "img").mkdir(parents=True)
+    (public / "img" / "ok.png").write_bytes(b"x")
+    lines = [
+        "<!doctype html><title>icons</title>",
+        '<svg><use xlink:href="img/icons.svg#edit"></use><use href="#here"></use></svg>',
+        '<svg id="here"><image href="img/ok.png"/><image xlink:href="img/gone.png"/></svg>',
+    ]
+    (public / "index.html").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run_cli("crawl", "public", "-n", "--include-fragments", "-f", "json", cwd=tmp_path)
+    sprite, picture = (where(public / "index.html", f) for f in ("icons.svg", "gone.png"))
+    assert broken_of(result) == {
+        "public/img/icons.svg": [f"public/index.html:{sprite[0]}:{sprite[1] - 4}"],
+        "public/img/gone.png": [f"public/index.html:{picture[0]}:{picture[1] - 4}"],
+    }

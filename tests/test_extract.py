@@ -166,6 +166,23 @@ def test_srcset_links() -> None:
     assert links == [RawLink("a.jpg", "img", "srcset"), RawLink("b,c.jpg", "img", "srcset")]
 
 
+def test_svg_links_by_href_and_xlink_href() -> None:
+    # An icon sprite (<use>) or a picture (<image>) moved away is a broken link too.
+    html = (
+        '<svg><use xlink:href="/icons.svg#edit"></use><use href="#local"></use>'
+        '<image href="/p.png"/><image xlink:href="/q.png"/>'
+        '<a xlink:href="/svg-page.html"><text>x</text></a></svg><a href="/page.html">p</a>'
+    )
+    assert extract_links(html).links == [
+        RawLink("/icons.svg#edit", "use", "xlink:href"),
+        RawLink("#local", "use", "href"),
+        RawLink("/p.png", "image", "href"),
+        RawLink("/q.png", "image", "xlink:href"),
+        RawLink("/svg-page.html", "a", "xlink:href"),
+        RawLink("/page.html", "a", "href"),
+    ]
+
+
 def test_links_inside_templates_and_comments_are_not_extracted() -> None:
     html = (
         "<!-- <a href=/commented>x</a> --><script>var s = '<a href=/in-js>';</script><a href=/real>"

@@ -22,6 +22,7 @@ from test_extract import (  # collected again here, streamed
     test_meta_refresh_link,
     test_nofollow,
     test_srcset_links,
+    test_svg_links_by_href_and_xlink_href,
     test_tag_soup_never_raises,
     test_values_are_stripped_and_empty_ones_skipped,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "test_meta_refresh_link",
     "test_nofollow",
     "test_srcset_links",
+    "test_svg_links_by_href_and_xlink_href",
     "test_tag_soup_never_raises",
     "test_values_are_stripped_and_empty_ones_skipped",
 ]
