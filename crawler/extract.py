@@ -305,10 +305,10 @@ def extract_links(html: str, limit: int | None = None) -> Extracted:
     for rel=stylesheet), iframe/frame src, video src and poster,
     audio/track/embed src, object data, meta refresh content, and
     url()/@import in <style> and style attributes (element "style").
-    Values are stripped; empty and
-    whitespace-only values are skipped (an empty href only points back to the
-    page itself). Also the first <base href>, robots nofollow ("nofollow" or
-    "none"), and the anchors (every id and every a[name]). Never raises.
+    Values are stripped; empty and whitespace-only values are skipped (an
+    empty href only points back to the page itself). Also the first <base
+    href>, robots nofollow ("nofollow" or "none"), and the anchors (every id
+    and every a[name]). Never raises.
     Documents over ``STREAM_ABOVE_CHARS`` are parsed in pieces of at most
     ``PIECE_CHARS`` (cut between block elements, ``_pieces``), or read by
     ``extract_stream`` (no tree) when they cannot be cut.

@@ -214,8 +214,12 @@ class Frontier:
         held back until twice the batch has been appended, which bounds
         ``link_fresh`` all the same.
         """
-        held_back = dry or self._pending_below(MERGE_WAITS_BELOW_PENDING)
-        return links.merge_due(self._conn, slack=2 if held_back else 1)
+        held, batch = links.fresh_rows(self._conn), links.batch_rows(self._conn)
+        if held <= 0 or held < batch:
+            return 0  # most commits: nothing more is read
+        if held < 2 * batch and (dry or self._pending_below(MERGE_WAITS_BELOW_PENDING)):
+            return 0
+        return links.merge(self._conn)
 
     def _pending_below(self, limit: int) -> bool:
         """Fewer than ``limit`` URLs wait to be leased (at most ``limit`` index entries read)."""

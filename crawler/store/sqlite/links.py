@@ -64,11 +64,10 @@ def batch_rows(conn: sqlite3.Connection) -> int:
     return max(MIN_BATCH_ROWS, int(urls or 0))
 
 
-def merge_due(conn: sqlite3.Connection, *, force: bool = False, slack: int = 1) -> int:
-    """Move ``link_fresh`` into ``link_open`` if it holds ``slack`` batches (or ``force``);
-    rows moved."""
+def merge_due(conn: sqlite3.Connection, *, force: bool = False) -> int:
+    """Move ``link_fresh`` into ``link_open`` if it is full (or ``force``); rows moved."""
     held = fresh_rows(conn)
-    if held <= 0 or (not force and held < batch_rows(conn) * slack):
+    if held <= 0 or (not force and held < batch_rows(conn)):
         return 0
     return merge(conn)
 
