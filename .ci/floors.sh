@@ -28,7 +28,7 @@ print("floors:", ", ".join(pins))
 PY
 PIP_CONSTRAINT="$work/floors.txt" "$bin/python" -m pip install --quiet '.[postgres,service]'
 "$bin/python" -m pip install --quiet pytest pytest-asyncio pytest-timeout hypothesis jsonschema pyyaml
-"$bin/python" -m pip list --format=freeze | grep -iE "^(aiohttp|selectolax|pydantic|structlog|rich|yarl|protego|defusedxml|idna|brotli|prometheus.client|uvloop|asyncpg|orjson)=="
+"$bin/python" -m pip list --format=freeze | grep -iE "^(aiohttp|selectolax|pydantic|structlog|rich|yarl|protego|defusedxml|idna|brotli|prometheus.client|uvloop|asyncpg|orjson|markdown.it.py)=="
 "$bin/crawler" --version
 "$bin/crawler" crawl --root-dir tests/fixtures/built-site --base-url https://example.org/ \
     --fallback-extensions html --db "$work/floors.db" -n -f json -o "$work/report.json" || test $? -eq 2

@@ -9,6 +9,7 @@ from crawler.errors import FailureKind
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 CSS_TYPES = ("text/css",)
+MARKDOWN_TYPES = ("text/markdown", "text/x-markdown")
 
 
 @dataclass(slots=True)
@@ -56,6 +57,11 @@ class Fetched:
             and sniff.is_unknown_type(media_type)
             and sniff.looks_like_html(self.body)
         )
+
+    @property
+    def is_markdown(self) -> bool:
+        """Is this a Markdown document (``README.md``), whose links are read too?"""
+        return self.media_type in MARKDOWN_TYPES
 
     @property
     def is_css(self) -> bool:

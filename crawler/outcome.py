@@ -64,8 +64,9 @@ class Parsed:
 def wants_parse(leased: LeasedUrl, fetched: Fetched, policy: Policy) -> bool:
     """Is this response's body parsed? The one place that decides it.
 
-    An OK 2xx body of a page to crawl that is HTML (its links) or CSS (its
-    references), or, when fragments are checked, any HTML (its anchors). The
+    An OK 2xx body of a page to crawl that is HTML or Markdown (its links) or
+    CSS (its references), or, when fragments are checked, any HTML or Markdown
+    (its anchors). The
     engine asks it to send a body to a parse helper; ``build_outcome`` to
     parse one the engine did not.
     """
@@ -75,8 +76,8 @@ def wants_parse(leased: LeasedUrl, fetched: Fetched, policy: Policy) -> bool:
     if not 200 <= status < 300 or status not in policy.accepted:
         return False
     if leased.kind == UrlKind.PAGE:
-        return fetched.is_html or fetched.is_css
-    return fetched.is_html and policy.include_fragments
+        return fetched.is_html or fetched.is_css or fetched.is_markdown
+    return (fetched.is_html or fetched.is_markdown) and policy.include_fragments
 
 
 def parse_body(
@@ -86,7 +87,8 @@ def parse_body(
     include_fragments: bool,
     max_links: int | None = None,
 ) -> Parsed:
-    """The links (and anchors) of a fetched body: an HTML page, or an in-scope stylesheet.
+    """The links (and anchors) of a fetched body: an HTML or Markdown page, or an in-scope
+    stylesheet.
 
     Pure and picklable in and out, so a helper process can run it
     (``crawler.engine.parse_pool``); ``build_outcome`` runs it inline
@@ -105,6 +107,32 @@ def parse_body(
         parsed.dropped = extracted.dropped
         if leased.kind == UrlKind.PAGE:
             parsed.children = page_children(leased, extracted, encoding, fetched, scope, text)
+    elif fetched.is_markdown:
+        parsed = markdown_parsed(leased, fetched, scope, include_fragments, max_links)
+    return parsed
+
+
+def markdown_parsed(
+    leased: LeasedUrl,
+    fetched: Fetched,
+    scope: Scope,
+    include_fragments: bool,
+    max_links: int | None,
+) -> Parsed:
+    """A Markdown page's links, each with where it is written, and its headings' anchors."""
+    from crawler import extract_markdown  # markdown-it: loaded by crawls that meet Markdown
+
+    assert fetched.body is not None
+    text, _ = extract.decode_html(fetched.body, fetched.content_type)  # BOM, charset, else UTF-8
+    found = extract_markdown.extract_markdown(text, max_links)
+    parsed = Parsed([], dropped=found.extracted.dropped)
+    if include_fragments:
+        parsed.anchors = found.extracted.anchors
+    if leased.kind == UrlKind.PAGE and not _robots_nofollow(fetched.robots_tag):
+        links = found.extracted.links
+        refs = ((raw.url, raw.element) for raw in links)
+        children = _scoped(refs, leased.url, "utf-8", leased.depth + 1, scope)
+        parsed.children = _placed(children, found.offsets, text)
     return parsed
 
 

@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         "seeds",
         nargs="*",
         metavar="URL",
-        help="where the crawl starts: URLs, a directory of built HTML, or files in it",
+        help="where the crawl starts: URLs, a directory (built HTML, or Markdown), or files",
     )
     options.add_common(crawl)
     options.add_arguments(crawl)

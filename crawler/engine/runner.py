@@ -190,7 +190,7 @@ def prepare_seeds(
     for seed in raw_seeds:
         if local_root is not None and localsite.is_local_seed(seed):
             recorded.append(str(local_root))
-            keys.append(home)
+            keys.extend(_directory_seeds(local_root, home, settings))
             continue
         if local_root is not None and localsite.is_local_file_seed(seed):
             file = Path(seed).resolve()
@@ -210,8 +210,24 @@ def prepare_seeds(
         keys.append(key)
     if not raw_seeds and local_root is not None:
         recorded.append(str(local_root))
-        keys.append(home)
+        keys.extend(_directory_seeds(local_root, home, settings))
     return recorded, keys, local_root
+
+
+def _directory_seeds(root: Path, home: str, settings: CrawlSettings | None) -> list[str]:
+    """Where a crawl of a directory starts: its home page, or else every document in it.
+
+    A built site starts at its index file and is followed link by link; a
+    repository of Markdown (``crawler crawl .`` beside a ``README.md``) has no
+    home page, so each HTML and Markdown file is a seed, as lychee checks it.
+    """
+    index_files = settings.index_files if settings is not None else localsite.INDEX_FILES
+    if localsite.has_index(root, index_files):
+        return [home]
+    files = localsite.documents(root)
+    if not files:
+        return [home]  # answered 404: a crawl of nothing is never green
+    return [urls.normalize(localsite.file_url(home, root, file))[0] for file in files]
 
 
 def start(

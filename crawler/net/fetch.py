@@ -252,7 +252,13 @@ class Fetcher:
             ) as response:
                 self._take_headers(response, fetched)
                 wanted = read == "any" or (
-                    read == "html" and (fetched.is_html or fetched.is_css or fetched.is_untyped)
+                    read == "html"
+                    and (
+                        fetched.is_html
+                        or fetched.is_css
+                        or fetched.is_markdown
+                        or fetched.is_untyped
+                    )
                 )
                 if feed is not None and 200 <= response.status < 300:
                     fetched.size, fetched.truncated = await _feed_body(response, feed, cap)

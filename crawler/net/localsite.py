@@ -33,6 +33,10 @@ LOCAL_HOST = "local.invalid"
 LOCAL_ORIGIN = f"http://{LOCAL_HOST}"
 INDEX_FILES = ("index.html", "index.htm")
 STREAM_CHUNK = 64 * 1024
+# Markdown's extensions, as lychee reads them; mimetypes knows only the first two.
+MARKDOWN_EXTENSIONS = (".md", ".markdown", ".mdown", ".mkd", ".mkdn", ".mdwn", ".mkdown", ".mdx")
+DOCUMENT_EXTENSIONS = frozenset((".html", ".htm", *MARKDOWN_EXTENSIONS))
+SKIPPED_DIRECTORIES = frozenset({"node_modules"})  # and every hidden one (.git)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +133,40 @@ def site_root(seeds: list[str], root_dir: str | None) -> Path | None:
     return root
 
 
+def has_index(root: Path, index_files: tuple[str, ...] | list[str]) -> bool:
+    """Does the directory answer with a home page of its own?"""
+    return any((root / name).is_file() for name in index_files)
+
+
+def documents(root: Path) -> list[Path]:
+    """Every HTML and Markdown file under ``root``, in path order.
+
+    What ``crawler crawl .`` checks in a repository without a home page
+    (``README.md``, ``docs/*.md``), as lychee does: hidden files and folders
+    (``.git``) and ``node_modules`` are left out.
+    """
+    found: list[Path] = []
+    for folder, folders, files in os.walk(root):
+        folders[:] = sorted(
+            name for name in folders if not name.startswith(".") and name not in SKIPPED_DIRECTORIES
+        )
+        base = Path(folder)
+        found.extend(
+            base / name
+            for name in sorted(files)
+            if not name.startswith(".") and Path(name).suffix.lower() in DOCUMENT_EXTENSIONS
+        )
+    return found
+
+
+def media_type(path: Path) -> str:
+    """The type a file is served as: by its extension, Markdown's included."""
+    if path.suffix.lower() in MARKDOWN_EXTENSIONS:
+        return "text/markdown"
+    media, _ = mimetypes.guess_type(path.name)
+    return media or "application/octet-stream"
+
+
 def file_url(site_home: str, root: Path, file: Path) -> str:
     """The URL a file of the site is served at, under the site's home."""
     return site_home + quote(file.relative_to(root).as_posix())
@@ -153,10 +191,13 @@ async def fetch(site: LocalSite, url: str, method: str, *, read_html: bool, cap:
         fetched.status, fetched.reason = 404, "Not Found"
     else:
         fetched.status, fetched.reason = 200, "OK"
-        media, _ = mimetypes.guess_type(found.name)
-        fetched.content_type = media or "application/octet-stream"
+        fetched.content_type = media_type(found)
         fetched.size = found.stat().st_size
-        if read_html and method == "GET" and (fetched.is_html or fetched.is_css):
+        if (
+            read_html
+            and method == "GET"
+            and (fetched.is_html or fetched.is_css or fetched.is_markdown)
+        ):
             data = await asyncio.to_thread(_read_capped, found, cap)
             fetched.body = data
             fetched.truncated = fetched.size > cap

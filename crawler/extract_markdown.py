@@ -1,0 +1,195 @@
+"""Links out of Markdown documents (``README.md``, ``docs/*.md``), as lychee reads them.
+
+A pure function of the text, as ``extract.extract_links`` is for HTML:
+links ``[text](url)``, reference links, images ``![alt](src)``, autolinks
+``<https://…>``, bare ``https://`` URLs in prose, and the links of HTML
+written inside the Markdown (``<a href>``, ``<img src>``…). Code spans and
+code blocks are not read: an example URL in a snippet is not a link, as
+lychee's default. The anchors are the headings' GitHub ids (``## Install``
+is ``#install``, a second one ``#install-1``) and the ids of embedded HTML.
+
+markdown-it-py (CommonMark, with GitHub's tables) parses: a hand-written
+reader would get CommonMark's link and emphasis rules wrong. It gives each
+block's first line; each link's offset is found from there, so every link
+carries its line and column like an HTML page's.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from crawler import extract
+from crawler.models import Extracted, RawLink
+
+# A bare URL in prose: scheme to the first space or delimiter; trailing
+# punctuation of the sentence is cut afterwards (``_trim``).
+_BARE_URL = re.compile(r"\bhttps?://[^\s<>\"'`\[\]{}|\\^]+", re.IGNORECASE)
+_TRAILING = ".,:;!?*_~'\""
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+# What may touch a link's value in the source without being part of it.
+_VALUE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._~%-")
+MAX_CANDIDATES = 256  # occurrences inside longer values tried per search: linear on any text
+
+
+@dataclass(slots=True)
+class MarkdownLinks:
+    """The links of a Markdown document, each with the offset where it is written (-1: unknown)."""
+
+    extracted: Extracted
+    offsets: list[int]
+
+
+def _parser() -> MarkdownIt:
+    parser = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+    # Keep destinations as written: resolution and normalization are the scope's job.
+    parser.normalizeLink = lambda url: url  # type: ignore[method-assign]
+    parser.validateLink = lambda url: True  # type: ignore[method-assign]
+    return parser
+
+
+_MARKDOWN = _parser()
+
+
+def extract_markdown(text: str, limit: int | None = None) -> MarkdownLinks:
+    """Every link of a Markdown document in document order, and its heading anchors.
+
+    With ``limit``, links past the first ``limit`` are counted in ``dropped``.
+    Never raises on any text.
+    """
+    reader = _Reader(text, limit)
+    try:
+        tokens = _MARKDOWN.parse(text)
+    except Exception:  # a parser bug must not lose the page's result
+        return MarkdownLinks(Extracted([]), [])
+    for token in tokens:
+        reader.block(token)
+    return reader.result()
+
+
+class _Reader:
+    """Walks the block tokens once, collecting links, offsets and anchors."""
+
+    def __init__(self, text: str, limit: int | None) -> None:
+        self.text = text
+        self.limit = limit
+        self.links: list[RawLink] = []
+        self.offsets: list[int] = []
+        self.anchors: set[str] = set()
+        self.slugs: dict[str, int] = {}
+        self.dropped = 0
+        self.cursor = 0
+        self.line_starts = [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
+        self.heading = False
+
+    def result(self) -> MarkdownLinks:
+        extracted = Extracted(self.links, anchors=frozenset(self.anchors), dropped=self.dropped)
+        return MarkdownLinks(extracted, self.offsets)
+
+    def block(self, token: Token) -> None:
+        start = self._line_start(token.map)
+        if token.type == "heading_open":
+            self.heading = True
+        elif token.type == "inline":
+            if self.heading:
+                self._heading_anchor(token.children or [])
+                self.heading = False
+            self._inline(token.children or [], start)
+        elif token.type == "html_block":
+            self._html(token.content, start)
+
+    def _inline(self, children: Sequence[Token], start: int) -> None:
+        inside_link = 0
+        for child in children:
+            kind = child.type
+            if kind == "link_open":
+                inside_link += 1
+                self._add(str(child.attrs.get("href", "")), "a", "href", start)
+            elif kind == "link_close":
+                inside_link = max(0, inside_link - 1)
+            elif kind == "image":
+                self._add(str(child.attrs.get("src", "")), "img", "src", start)
+            elif kind == "html_inline":
+                self._html(child.content, start)
+            elif kind == "text" and not inside_link and "://" in child.content:
+                for match in _BARE_URL.finditer(child.content):
+                    self._add(_trim(match.group()), "a", "href", start)
+
+    def _html(self, html: str, start: int) -> None:
+        if "=" not in html:  # no attribute, so no link and no id: a closing tag, <br>
+            return
+        found = extract.extract_links(html)
+        self.anchors |= found.anchors
+        for link in found.links:
+            self._add(link.url, link.element, link.attribute, start)
+
+    def _heading_anchor(self, children: Sequence[Token]) -> None:
+        title = "".join(c.content for c in children if c.type in ("text", "code_inline"))
+        slug = github_slug(title)
+        seen = self.slugs.get(slug)
+        self.slugs[slug] = 0 if seen is None else seen + 1
+        self.anchors.add(slug if seen is None else f"{slug}-{seen + 1}")
+
+    def _add(self, url: str, element: str, attribute: str, start: int) -> None:
+        url = url.strip()
+        if not url:
+            return
+        if self.limit is not None and len(self.links) >= self.limit:
+            self.dropped += 1
+            return
+        self.links.append(RawLink(url, element, attribute))
+        at = self._locate(url, start)
+        if at < 0 and url.startswith("mailto:"):  # <me@example.org> gains its scheme
+            at = self._locate(url.removeprefix("mailto:"), start)
+        self.offsets.append(at)
+
+    def _locate(self, value: str, start: int) -> int:
+        """Where ``value`` is written, searched from its block's first line (and the last find)."""
+        text = self.text
+        for origin in (max(start, self.cursor), start):
+            at = text.find(value, origin)
+            for _ in range(MAX_CANDIDATES):
+                if at <= 0 or text[at - 1] not in _VALUE_CHARS:
+                    break
+                at = text.find(value, at + 1)
+            else:
+                at = -1
+            if at >= 0:
+                self.cursor = at + 1
+                return at
+        return -1
+
+    def _line_start(self, lines: list[int] | None) -> int:
+        if not lines:
+            return self.cursor
+        index = lines[0]
+        return self.line_starts[index] if index < len(self.line_starts) else len(self.text)
+
+
+def _trim(url: str) -> str:
+    """A bare URL without the sentence's punctuation after it; ``)`` only when unbalanced."""
+    while url:
+        last = url[-1]
+        if last in _TRAILING or (last == ")" and url.count("(") < url.count(")")):
+            url = url[:-1]
+        else:
+            break
+    return url
+
+
+def github_slug(title: str) -> str:
+    """The id GitHub gives a heading: lowercased, punctuation dropped, spaces as hyphens.
+
+    Letters, marks and digits of any script are kept, as are ``-`` and ``_``.
+    """
+    kept = (
+        char
+        for char in title.strip().lower()
+        if char in "-_ " or unicodedata.category(char)[0] in "LMN"
+    )
+    return "".join(kept).replace(" ", "-")

@@ -1,0 +1,136 @@
+"""Markdown checked as lychee users check it: ``crawler crawl .`` in a repository, a README
+as a seed, and Markdown pages served over HTTP.
+
+The repository's external links point at a loopback server that counts what
+it is asked: links in code blocks, in hidden folders and in node_modules must
+never reach it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from kit.clikit import run_cli
+from kit.realsites import BehaviourServer, ThreadedBehaviour
+
+DOC = "# Doc\n\nOn to [the child](/child.html) and [a dead end](/gone).\n"
+
+
+async def answer(request: web.BaseRequest) -> web.StreamResponse:
+    """Loopback answers: /gone is 404, /doc.md is Markdown linking on, the rest a plain page."""
+    if request.path == "/gone":
+        return web.Response(status=404)
+    if request.path == "/doc.md":
+        return web.Response(text=DOC, content_type="text/markdown")
+    return web.Response(text="<p>fine</p>", content_type="text/html")
+
+
+@pytest.fixture
+def server() -> Iterator[BehaviourServer]:
+    with ThreadedBehaviour(answer) as running:
+        yield running
+
+
+def write_repo(root: Path, origin: str) -> None:
+    (root / "docs").mkdir(parents=True)
+    (root / "README.md").write_text(
+        "# Project\n"
+        "\n"
+        "Read the [guide](docs/guide.md#install), then the [API](docs/api.md).\n"
+        f"Status: [up]({origin}/up) and [gone]({origin}/gone).\n"
+        "\n"
+        "```sh\n"
+        f"curl {origin}/in-code-block\n"
+        "```\n",
+        encoding="utf-8",
+    )
+    (root / "docs" / "guide.md").write_text(
+        "## Install\n\nBack [home](../README.md#project); [no such part](#setup).\n",
+        encoding="utf-8",
+    )
+    (root / "notes.html").write_text(f'<a href="{origin}/from-html">x</a>\n', encoding="utf-8")
+    for hidden in (root / ".git", root / "node_modules" / "pkg"):
+        hidden.mkdir(parents=True)
+        (hidden / "README.md").write_text(f"[x]({origin}/hidden)\n", encoding="utf-8")
+
+
+def broken_locations(report: dict[str, Any]) -> set[tuple[str, str, int, int]]:
+    return {
+        (entry["url"], where["source"], where["line"], where["column"])
+        for entry in report["broken"]
+        for where in entry["locations"]
+    }
+
+
+def place(path: Path, needle: str) -> tuple[int, int]:
+    """1-based line and column of the first ``needle`` in a file."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if needle in line:
+            return number, line.index(needle) + 1
+    raise AssertionError(f"{needle!r} not in {path}")
+
+
+def test_a_repository_without_a_home_page_has_every_document_checked(
+    server: BehaviourServer, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    write_repo(repo, server.origin)
+    result = run_cli(
+        "crawl", ".", "--db", tmp_path / "c.db", "--include-fragments", "-n", "-f", "json",
+        cwd=repo,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    report = json.loads(result.stdout)
+    readme, guide = repo / "README.md", repo / "docs" / "guide.md"
+    assert broken_locations(report) == {
+        ("docs/api.md", "README.md", *place(readme, "docs/api.md")),
+        (f"{server.origin}/gone", "README.md", *place(readme, f"{server.origin}/gone")),
+        ("docs/guide.md#setup", "docs/guide.md", *place(guide, "#setup")),
+    }
+    assert server.count("/up") == 1
+    assert server.count("/from-html") == 1  # an HTML file of the repository is a seed too
+    assert server.count("/in-code-block") == 0
+    assert server.count("/hidden") == 0
+
+
+def test_a_readme_given_as_a_seed_has_its_links_checked(
+    server: BehaviourServer, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    write_repo(repo, server.origin)
+    result = run_cli("crawl", "README.md", "--db", tmp_path / "c.db", "-n", "-f", "json", cwd=repo)
+    assert result.returncode == 2, result.stderr
+    urls = {entry["url"] for entry in json.loads(result.stdout)["broken"]}
+    assert urls == {"docs/api.md", f"{server.origin}/gone"}
+    assert server.count("/from-html") == 0  # not linked from the README
+
+
+def test_a_directory_with_a_home_page_is_still_followed_from_it(
+    server: BehaviourServer, tmp_path: Path
+) -> None:
+    site = tmp_path / "public"
+    write_repo(site, server.origin)
+    (site / "index.html").write_text('<a href="notes.html">notes</a>\n', encoding="utf-8")
+    result = run_cli("crawl", site, "--db", tmp_path / "c.db", "-n", "-f", "json", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout
+    assert server.count("/from-html") == 1
+    assert server.count("/up") == 0  # README.md is not linked from the home page
+
+
+def test_markdown_served_over_http_is_followed(server: BehaviourServer, tmp_path: Path) -> None:
+    result = run_cli(
+        "crawl", server.url("/doc.md"), "--db", tmp_path / "c.db", "-n", "-f", "json",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert server.count("/child.html") == 1
+    report = json.loads(result.stdout)
+    assert broken_locations(report) == {
+        (server.url("/gone"), server.url("/doc.md"), 3, DOC.splitlines()[2].index("/gone") + 1)
+    }
