@@ -111,6 +111,7 @@ class CrawlSettings(BaseModel):
     remap: list[str] = Field(default_factory=list)
     fallback_extensions: list[str] = Field(default_factory=list)
     index_files: list[str] = Field(default_factory=lambda: list(DEFAULT_INDEX_FILES))
+    exclude_path: list[str] = Field(default_factory=list)  # local files not read for links
     lease_ttl_s: float = Field(default=DEFAULT_LEASE_TTL_S, ge=1, le=3600)
     lease_batch: int = Field(default=DEFAULT_LEASE_BATCH, ge=1, le=10_000)
     render: bool = False
@@ -124,7 +125,7 @@ class CrawlSettings(BaseModel):
     # The service sets it from its memory budget (crawler/service/budget.py).
     max_links_per_page: int | None = Field(default=None, ge=1)
 
-    @field_validator("include", "exclude", "no_follow")
+    @field_validator("include", "exclude", "no_follow", "exclude_path")
     @classmethod
     def _compiles(cls, patterns: list[str]) -> list[str]:
         for pattern in patterns:

@@ -134,3 +134,22 @@ def test_markdown_served_over_http_is_followed(server: BehaviourServer, tmp_path
     assert broken_locations(report) == {
         (server.url("/gone"), server.url("/doc.md"), 3, DOC.splitlines()[2].index("/gone") + 1)
     }
+
+
+def test_exclude_path_leaves_files_unread_but_links_to_them_checked(
+    server: BehaviourServer, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    write_repo(repo, server.origin)
+    (repo / "drafts").mkdir()
+    (repo / "drafts" / "wip.md").write_text(f"[x]({server.origin}/from-drafts)\n")
+    (repo / "lychee.toml").write_text('exclude_path = ["^drafts/", "notes"]\n')
+    (repo / "README.md").write_text("[notes](notes.html) and [gone](notes-old.html)\n")
+    result = run_cli("crawl", ".", "--db", tmp_path / "c.db", "-n", "-f", "json", cwd=repo)
+    assert result.returncode == 2, result.stderr
+    report = json.loads(result.stdout)
+    assert {entry["url"] for entry in report["broken"]} == {"notes-old.html"}
+    assert report["summary"]["ok"] >= 2  # notes.html checked: it exists
+    assert server.count("/from-drafts") == 0  # not a seed
+    assert server.count("/from-html") == 0  # notes.html answered, its links not read
+    assert server.count("/up") == 0  # the README was rewritten without it

@@ -203,6 +203,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="NAME,...",
         separator=",",
     ),
+    Option(
+        "exclude_path",
+        ("--exclude-path",),
+        "in a directory, files whose path from its root matches are not read for links "
+        "(links to them are still checked)",
+        kind="list",
+        metavar="REGEX",
+    ),
     # how links are judged
     Option(
         "include_fragments",
@@ -396,7 +404,7 @@ GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "built site",
         "a directory of built HTML, checked before it is deployed",
-        ("root_dir", "base_url", "remap", "fallback_extensions", "index_files"),
+        ("root_dir", "base_url", "remap", "fallback_extensions", "index_files", "exclude_path"),
     ),
     (
         "checking",

@@ -224,7 +224,8 @@ def _directory_seeds(root: Path, home: str, settings: CrawlSettings | None) -> l
     index_files = settings.index_files if settings is not None else localsite.INDEX_FILES
     if localsite.has_index(root, index_files):
         return [home]
-    files = localsite.documents(root)
+    unread = localsite.unread_patterns(settings.exclude_path if settings is not None else [])
+    files = localsite.documents(root, unread)
     if not files:
         return [home]  # answered 404: a crawl of nothing is never green
     return [urls.normalize(localsite.file_url(home, root, file))[0] for file in files]

@@ -25,6 +25,7 @@ from urllib.parse import quote, unquote, urlsplit
 from crawler import urls
 from crawler.errors import InvalidURLError, UsageError
 from crawler.fetch_types import Fetched
+from crawler.patterns import Pattern, compile_pattern
 
 if TYPE_CHECKING:
     from crawler.config import CrawlSettings
@@ -47,6 +48,7 @@ class LocalSite:
     home: str = LOCAL_ORIGIN + "/"
     index_files: tuple[str, ...] = INDEX_FILES
     fallback_extensions: tuple[str, ...] = ()
+    unread: tuple[Pattern, ...] = ()  # --exclude-path: files answered, not read for links
 
     @classmethod
     def build(cls, root: Path, settings: CrawlSettings | None = None) -> LocalSite:
@@ -58,7 +60,12 @@ class LocalSite:
             home_url(settings.base_url),
             tuple(settings.index_files),
             tuple(settings.fallback_extensions),
+            unread_patterns(settings.exclude_path),
         )
+
+    def reads(self, file: Path) -> bool:
+        """Are its links read? Not when ``--exclude-path`` matches its path from the root."""
+        return not is_unread(self.root, file, self.unread)
 
     def contains(self, url: str) -> bool:
         """Does this URL (a normalized key) belong to the local site?"""
@@ -138,23 +145,43 @@ def has_index(root: Path, index_files: tuple[str, ...] | list[str]) -> bool:
     return any((root / name).is_file() for name in index_files)
 
 
-def documents(root: Path) -> list[Path]:
-    """Every HTML and Markdown file under ``root``, in path order.
+def unread_patterns(patterns: list[str]) -> tuple[Pattern, ...]:
+    """``--exclude-path`` compiled (RE2, as every pattern a user gives)."""
+    return tuple(compile_pattern(pattern) for pattern in patterns)
+
+
+def is_unread(root: Path, path: Path, unread: tuple[Pattern, ...]) -> bool:
+    """Does an ``--exclude-path`` pattern match this path, written from the root
+    (``docs/old/page.md``; a folder ends in ``/``)?"""
+    if not unread:
+        return False
+    relative = path.relative_to(root).as_posix() + ("/" if path.is_dir() else "")
+    return any(pattern.search(relative) for pattern in unread)
+
+
+def documents(root: Path, unread: tuple[Pattern, ...] = ()) -> list[Path]:
+    """Every HTML and Markdown file under ``root`` whose links are read, in path order.
 
     What ``crawler crawl .`` checks in a repository without a home page
     (``README.md``, ``docs/*.md``), as lychee does: hidden files and folders
-    (``.git``) and ``node_modules`` are left out.
+    (``.git``), ``node_modules`` and what ``--exclude-path`` matches are left out.
     """
     found: list[Path] = []
     for folder, folders, files in os.walk(root):
-        folders[:] = sorted(
-            name for name in folders if not name.startswith(".") and name not in SKIPPED_DIRECTORIES
-        )
         base = Path(folder)
+        folders[:] = sorted(
+            name
+            for name in folders
+            if not name.startswith(".")
+            and name not in SKIPPED_DIRECTORIES
+            and not is_unread(root, base / name, unread)
+        )
         found.extend(
             base / name
             for name in sorted(files)
-            if not name.startswith(".") and Path(name).suffix.lower() in DOCUMENT_EXTENSIONS
+            if not name.startswith(".")
+            and Path(name).suffix.lower() in DOCUMENT_EXTENSIONS
+            and not is_unread(root, base / name, unread)
         )
     return found
 
@@ -193,11 +220,8 @@ async def fetch(site: LocalSite, url: str, method: str, *, read_html: bool, cap:
         fetched.status, fetched.reason = 200, "OK"
         fetched.content_type = media_type(found)
         fetched.size = found.stat().st_size
-        if (
-            read_html
-            and method == "GET"
-            and (fetched.is_html or fetched.is_css or fetched.is_markdown)
-        ):
+        readable = fetched.is_html or fetched.is_css or fetched.is_markdown
+        if read_html and method == "GET" and readable and site.reads(found):
             data = await asyncio.to_thread(_read_capped, found, cap)
             fetched.body = data
             fetched.truncated = fetched.size > cap
