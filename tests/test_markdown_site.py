@@ -153,3 +153,22 @@ def test_exclude_path_leaves_files_unread_but_links_to_them_checked(
     assert server.count("/from-drafts") == 0  # not a seed
     assert server.count("/from-html") == 0  # notes.html answered, its links not read
     assert server.count("/up") == 0  # the README was rewritten without it
+
+
+def test_a_quoted_file_pattern_is_expanded_and_one_matching_nothing_refused(
+    server: BehaviourServer, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    write_repo(repo, server.origin)
+    result = run_cli(
+        "crawl", "docs/**/*.md", "--db", tmp_path / "c.db", "--include-fragments", "-n",
+        "-f", "json", cwd=repo,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    urls = {entry["url"] for entry in json.loads(result.stdout)["broken"]}
+    # ../README.md, linked from the guide, is in the site: the repository is its root
+    assert urls == {"docs/guide.md#setup", "docs/api.md", f"{server.origin}/gone"}
+    assert json.loads(result.stdout)["crawl"]["seeds"] == [str(repo / "docs" / "guide.md")]
+    result = run_cli("crawl", "nowhere/*.md", "--db", tmp_path / "d.db", "-n", cwd=repo)
+    assert result.returncode == 3
+    assert "no file matches" in result.stderr

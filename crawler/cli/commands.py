@@ -32,6 +32,7 @@ from crawler.cli.exits import (
 from crawler.config import CrawlSettings, RunOptions
 from crawler.engine import runner, workers
 from crawler.errors import DatabaseFailedError, DiskFullError, InvalidURLError, UsageError
+from crawler.net import localsite
 from crawler.report import diff_formats
 from crawler.report.model import BrokenEdge
 from crawler.store import open as store_open
@@ -90,7 +91,8 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def _crawl(args: argparse.Namespace, settings: CrawlSettings, run: RunOptions) -> int:
-    job = runner.start(run.db, list(args.seeds), settings, durability=run.durability)
+    seeds = localsite.expand_globs(list(args.seeds))
+    job = runner.start(run.db, seeds, settings, durability=run.durability)
     return _run_and_report(run, job)
 
 

@@ -13,6 +13,7 @@ External links are checked as usual over the network.
 from __future__ import annotations
 
 import asyncio
+import glob
 import mimetypes
 import os
 import time
@@ -116,13 +117,34 @@ def is_local_file_seed(seed: str) -> bool:
     return "://" not in seed and Path(seed).is_file()
 
 
+def expand_globs(seeds: list[str]) -> list[str]:
+    """Seeds with their file patterns expanded, as lychee takes ``'docs/**/*.md'`` quoted.
+
+    A pattern (``*``, ``?`` or ``[`` in a seed that is not a URL nor an existing
+    path) becomes the files it matches, in path order, ``**`` crossing folders
+    and hidden names left out. UsageError when it matches none: a CI job must not
+    pass having checked nothing.
+    """
+    expanded: list[str] = []
+    for seed in seeds:
+        if "://" in seed or not any(c in seed for c in "*?[") or Path(seed).exists():
+            expanded.append(seed)
+            continue
+        files = sorted(path for path in glob.glob(seed, recursive=True) if Path(path).is_file())
+        if not files:
+            raise UsageError(f"seed {seed!r}: no file matches this pattern")
+        expanded.extend(files)
+    return expanded
+
+
 def site_root(seeds: list[str], root_dir: str | None) -> Path | None:
     """The directory served as the site: ``--root-dir``, else the directory seed, else the
     directory holding every file seed. UsageError for two directories, or a file outside.
 
     A file seed is a page of the site, so that its root-relative links (``/about/``)
     resolve as they will once deployed: name the root with ``--root-dir`` when the
-    files are in a folder below it.
+    files are in a folder below it. Markdown files are pages of their repository:
+    the root is the git checkout that holds them, if any (``repository_root``).
     """
     root = Path(root_dir).resolve() if root_dir is not None else None
     for seed in seeds:
@@ -134,6 +156,8 @@ def site_root(seeds: list[str], root_dir: str | None) -> Path | None:
     files = [Path(seed).resolve() for seed in seeds if is_local_file_seed(seed)]
     if root is None and files:
         root = Path(os.path.commonpath([file.parent for file in files]))
+        if any(file.suffix.lower() in MARKDOWN_EXTENSIONS for file in files):
+            root = repository_root(root) or root
     for file in files:
         if root is not None and root not in file.parents:
             raise UsageError(f"seed {str(file)!r}: not inside the local site {str(root)!r}")
@@ -192,6 +216,19 @@ def media_type(path: Path) -> str:
         return "text/markdown"
     media, _ = mimetypes.guess_type(path.name)
     return media or "application/octet-stream"
+
+
+def repository_root(folder: Path) -> Path | None:
+    """The top of the git checkout holding ``folder``, or None.
+
+    The root of Markdown files given as seeds: GitHub resolves their
+    root-relative links (``/docs/setup.md``) there, and their ``../README.md``
+    must not fall outside the site because only ``docs/*.md`` were named.
+    """
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
 
 
 def file_url(site_home: str, root: Path, file: Path) -> str:
