@@ -34,6 +34,16 @@ _TRAILING = ".,:;!?*_~'\""
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # What may touch a link's value in the source without being part of it.
 _VALUE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._~%-")
+# markdown-it-py costs up to ~15 us a character on hostile text ("![" repeated),
+# fifty times a README's cost: past this many characters a document is scanned by
+# regex instead (``_SCANNED``), so a page of --max-body-bytes costs seconds, not
+# minutes. Few Markdown files are longer.
+PARSED_CHARS = 256_000
+# The scan: inline links and images ``](url``, reference definitions, bare URLs.
+_SCANNED = re.compile(
+    r"\]\(\s*<?([^\s()<>]+)|^ {0,3}\[[^\]\n]+\]:[ \t]*<?([^\s<>]+)|" + _BARE_URL.pattern,
+    re.IGNORECASE | re.MULTILINE,
+)
 MAX_CANDIDATES = 256  # occurrences inside longer values tried per search: linear on any text
 
 
@@ -63,13 +73,25 @@ def extract_markdown(text: str, limit: int | None = None) -> MarkdownLinks:
     Never raises on any text.
     """
     reader = _Reader(text, limit)
+    parsed = _parsed_part(text)
     try:
-        tokens = _MARKDOWN.parse(text)
+        tokens = _MARKDOWN.parse(text[:parsed])
     except Exception:  # a parser bug must not lose the page's result
-        return MarkdownLinks(Extracted([]), [])
+        tokens = []
     for token in tokens:
         reader.block(token)
+    if parsed < len(text):
+        reader.scan(parsed)
     return reader.result()
+
+
+def _parsed_part(text: str) -> int:
+    """How much of the text markdown-it parses: all of it, up to ``PARSED_CHARS``, then
+    up to a line break (the rest is scanned)."""
+    if len(text) <= PARSED_CHARS:
+        return len(text)
+    cut = text.rfind("\n", 0, PARSED_CHARS)
+    return cut + 1 if cut > 0 else PARSED_CHARS
 
 
 class _Reader:
@@ -90,6 +112,15 @@ class _Reader:
     def result(self) -> MarkdownLinks:
         extracted = Extracted(self.links, anchors=frozenset(self.anchors), dropped=self.dropped)
         return MarkdownLinks(extracted, self.offsets)
+
+    def scan(self, start: int) -> None:
+        """The links of ``text[start:]`` by regex: a bounded cost on any text, at the price
+        of reading code blocks as prose."""
+        for match in _SCANNED.finditer(self.text, start):
+            group = match.lastindex or 0
+            value = match.group(group) if group else _trim(match.group())
+            at = match.start(group) if group else match.start()
+            self._append(value.strip(), "a", "href", at)
 
     def block(self, token: Token) -> None:
         start = self._line_start(token.map)
@@ -139,13 +170,18 @@ class _Reader:
         url = url.strip()
         if not url:
             return
+        at = self._locate(url, start)
+        if at < 0 and url.startswith("mailto:"):  # <me@example.org> gains its scheme
+            at = self._locate(url.removeprefix("mailto:"), start)
+        self._append(url, element, attribute, at)
+
+    def _append(self, url: str, element: str, attribute: str, at: int) -> None:
+        if not url:
+            return
         if self.limit is not None and len(self.links) >= self.limit:
             self.dropped += 1
             return
         self.links.append(RawLink(url, element, attribute))
-        at = self._locate(url, start)
-        if at < 0 and url.startswith("mailto:"):  # <me@example.org> gains its scheme
-            at = self._locate(url.removeprefix("mailto:"), start)
         self.offsets.append(at)
 
     def _locate(self, value: str, start: int) -> int:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crawler import extract_markdown as extract_markdown_module
 from crawler import positions
 from crawler.extract_markdown import extract_markdown, github_slug
 
@@ -126,3 +128,40 @@ def test_any_text_yields_links_found_where_the_offsets_say(text: str) -> None:
     assert len(found.offsets) == len(found.extracted.links)
     for link, at in zip(found.extracted.links, found.offsets, strict=True):
         assert at == -1 or text.startswith(link.url.removeprefix("mailto:"), at)
+
+
+def test_past_the_parsed_part_links_are_scanned_where_they_are_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(extract_markdown_module, "PARSED_CHARS", 40)
+    text = (
+        "# Head\n\n[first](/one) in the parsed part.\n\n"
+        'Then [second](</two>) and ![pic](/p.png "t"), https://bare.test/x.\n\n'
+        "[ref]: https://ref.test/r\n"
+    )
+    found = extract_markdown(text)
+    assert [link.url for link in found.extracted.links] == [
+        "/one", "/two", "/p.png", "https://bare.test/x", "https://ref.test/r",
+    ]  # fmt: skip
+    for link, at in zip(found.extracted.links, found.offsets, strict=True):
+        assert text.startswith(link.url, at)
+    assert "head" in found.extracted.anchors
+
+
+def test_markdown_it_reads_at_most_the_parsed_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hostile text costs markdown-it ~15 us a character: a page of --max-body-bytes
+    would take minutes; past PARSED_CHARS it is scanned instead."""
+    parsed: list[int] = []
+    real = extract_markdown_module._MARKDOWN.parse
+
+    def spy(text: str, env: object = None) -> object:
+        parsed.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(extract_markdown_module._MARKDOWN, "parse", spy)
+    monkeypatch.setattr(extract_markdown_module, "PARSED_CHARS", 1_000)
+    text = ("![" * 60 + "\n") * 100 + "[tail](/tail)\n"
+    found = extract_markdown(text)
+    assert parsed
+    assert max(parsed) <= 1_000
+    assert [link.url for link in found.extracted.links] == ["/tail"]
