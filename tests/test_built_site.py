@@ -284,3 +284,24 @@ def test_an_svg_sprite_or_picture_moved_away_is_broken_where_it_is_used(tmp_path
         "public/img/icons.svg": [f"public/index.html:{sprite[0]}:{sprite[1] - 4}"],
         "public/img/gone.png": [f"public/index.html:{picture[0]}:{picture[1] - 4}"],
     }
+
+
+def test_a_lychee_toml_with_the_built_site_keys_is_the_same_crawl(repo: Path) -> None:
+    flags = run_cli(
+        "crawl", "--root-dir", "public", *SITE_ARGS, "--include-fragments", "-n", "-f", "json",
+        "--db", "a.db", cwd=repo,
+    )  # fmt: skip
+    (repo / "lychee.toml").write_text(
+        'root_dir = "public"\n'
+        'base = "https://example.org/"\n'  # lychee's older name of base_url
+        'fallback_extensions = ["html"]\n'
+        'index_files = ["index.html"]\n'
+        'remap = ["^https://old\\\\.example\\\\.org/ https://example.org/"]\n'
+        "include_fragments = true\n",
+        encoding="utf-8",
+    )
+    from_file = run_cli("crawl", "-n", "-f", "json", "--db", "b.db", cwd=repo)
+    assert from_file.returncode == flags.returncode == 2, from_file.stderr
+    assert "ignored lychee keys" not in from_file.stderr
+    assert json.loads(from_file.stdout)["broken"] == json.loads(flags.stdout)["broken"]
+    assert json.loads(from_file.stdout)["summary"] == json.loads(flags.stdout)["summary"]
