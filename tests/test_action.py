@@ -271,3 +271,30 @@ def test_the_pre_commit_hook_runs_crawler() -> None:
     assert hook["entry"].split()[0] == "crawler"
     assert hook["language"] == "python"
     assert hook["pass_filenames"] is False
+
+
+def test_the_action_checks_a_repositorys_markdown(venv: Path, tmp_path: Path) -> None:
+    workspace = tmp_path / "repo"
+    (workspace / "docs").mkdir(parents=True)
+    (workspace / ".git").mkdir()
+    (workspace / "README.md").write_text("# Repo\n\nSee [setup](docs/setup.md#install).\n")
+    (workspace / "docs" / "setup.md").write_text(
+        "## Install\n\nBack [home](../README.md); the [old page](old.md) moved.\n"
+    )
+    action = yaml.safe_load(ACTION.read_text(encoding="utf-8"))
+    inputs = {"args": "'**/*.md' --include-fragments", "package": str(ROOT)}
+    runner = Runner(action, inputs, workspace)
+
+    results = dict(runner.play(action["runs"]["steps"], runner_env(venv, workspace)))
+
+    assert results["Check links"].returncode == 0, results["Check links"].stderr
+    assert runner.outputs["crawl"]["exit-code"] == "2"
+    log = json.loads((workspace / "crawler.sarif").read_text(encoding="utf-8"))
+    located = {
+        (
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            r["locations"][0]["physicalLocation"]["region"]["startLine"],
+        )
+        for r in log["runs"][0]["results"]
+    }
+    assert located == {("docs/setup.md", 3)}
