@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,8 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+
+from kit.clikit import cli, run_command
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTION = ROOT / "action.yml"
@@ -266,7 +269,7 @@ def test_actionlint_accepts_the_documented_workflow_and_the_actions_steps(
 
 def test_the_pre_commit_hook_runs_crawler() -> None:
     hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
-    (hook,) = hooks
+    hook, _ = hooks
     assert hook["id"] == "crawler"
     assert hook["entry"].split()[0] == "crawler"
     assert hook["language"] == "python"
@@ -298,3 +301,19 @@ def test_the_action_checks_a_repositorys_markdown(venv: Path, tmp_path: Path) ->
         for r in log["runs"][0]["results"]
     }
     assert located == {("docs/setup.md", 3)}
+
+
+def test_the_markdown_hook_checks_the_files_committed_and_nothing_beyond(tmp_path: Path) -> None:
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    hook = next(hook for hook in hooks if hook["id"] == "crawler-markdown")
+    assert hook["pass_filenames"] is True
+    assert re.search(hook["files"], "docs/guide.md")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "changed.md").write_text("[gone](gone.md) and [other](other.md)\n")
+    (tmp_path / "other.md").write_text("[also gone](also-gone.md)\n")  # not committed now
+    entry = shlex.split(hook["entry"])
+    assert entry[:2] == ["crawler", "crawl"]
+    # as pre-commit runs it: the entry, then the staged files' names
+    result = run_command([*cli(*entry[1:]), "changed.md", "-f", "json"], cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert {b["url"] for b in json.loads(result.stdout)["broken"]} == {"gone.md"}
