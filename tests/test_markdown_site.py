@@ -172,3 +172,27 @@ def test_a_quoted_file_pattern_is_expanded_and_one_matching_nothing_refused(
     result = run_cli("crawl", "nowhere/*.md", "--db", tmp_path / "d.db", "-n", cwd=repo)
     assert result.returncode == 3
     assert "no file matches" in result.stderr
+
+
+def test_in_a_source_tree_a_link_to_a_folder_is_fine_as_on_github(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "examples").mkdir(parents=True)
+    (repo / "examples" / "run.py").write_text("print()\n")
+    (repo / "README.md").write_text("[examples](examples/) and [gone](gone/)\n")
+    result = run_cli("crawl", ".", "--db", tmp_path / "c.db", "-n", "-f", "json", cwd=repo)
+    assert result.returncode == 2, result.stderr
+    assert {entry["url"] for entry in json.loads(result.stdout)["broken"]} == {"gone/"}
+    # a built site (a home page at its root) answers 404 for a folder without one
+    site = tmp_path / "site"
+    (site / "examples").mkdir(parents=True)
+    (site / "index.html").write_text('<a href="examples/">examples</a>\n')
+    result = run_cli("crawl", site, "--db", tmp_path / "d.db", "-n", "-f", "json", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert {entry["url"] for entry in json.loads(result.stdout)["broken"]} == {"site/examples/"}
+
+
+def test_a_directory_with_nothing_to_check_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "empty" / "img").mkdir(parents=True)
+    result = run_cli("crawl", "empty", "--db", tmp_path / "c.db", "-n", cwd=tmp_path)
+    assert result.returncode == 3
+    assert "no HTML or Markdown file" in result.stderr

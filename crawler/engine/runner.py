@@ -226,8 +226,8 @@ def _directory_seeds(root: Path, home: str, settings: CrawlSettings | None) -> l
         return [home]
     unread = localsite.unread_patterns(settings.exclude_path if settings is not None else [])
     files = localsite.documents(root, unread)
-    if not files:
-        return [home]  # answered 404: a crawl of nothing is never green
+    if not files:  # a crawl of nothing is never green
+        raise UsageError(f"{str(root)!r}: no index file, and no HTML or Markdown file in it")
     return [urls.normalize(localsite.file_url(home, root, file))[0] for file in files]
 
 

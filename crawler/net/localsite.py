@@ -39,6 +39,7 @@ STREAM_CHUNK = 64 * 1024
 MARKDOWN_EXTENSIONS = (".md", ".markdown", ".mdown", ".mkd", ".mkdn", ".mdwn", ".mkdown", ".mdx")
 DOCUMENT_EXTENSIONS = frozenset((".html", ".htm", *MARKDOWN_EXTENSIONS))
 SKIPPED_DIRECTORIES = frozenset({"node_modules"})  # and every hidden one (.git)
+FOLDER_TYPE = "inode/directory"  # what a source tree's folder is answered as
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,18 +51,24 @@ class LocalSite:
     index_files: tuple[str, ...] = INDEX_FILES
     fallback_extensions: tuple[str, ...] = ()
     unread: tuple[Pattern, ...] = ()  # --exclude-path: files answered, not read for links
+    # A source tree (no home page at its root: a repository of Markdown), not a built
+    # site: a link to a folder is fine, as on GitHub, where a web server would say 404.
+    folders: bool = False
 
     @classmethod
     def build(cls, root: Path, settings: CrawlSettings | None = None) -> LocalSite:
         """The site for ``root`` as the settings describe it (``base_url`` and file rules)."""
+        index_files = tuple(settings.index_files) if settings is not None else INDEX_FILES
+        folders = not has_index(root, index_files)
         if settings is None:
-            return cls(root)
+            return cls(root, folders=folders)
         return cls(
             root,
             home_url(settings.base_url),
-            tuple(settings.index_files),
+            index_files,
             tuple(settings.fallback_extensions),
             unread_patterns(settings.exclude_path),
+            folders,
         )
 
     def reads(self, file: Path) -> bool:
@@ -73,7 +80,10 @@ class LocalSite:
         return url.startswith(self.home) or url == self.home[:-1]
 
     def file_for(self, url: str) -> Path | None:
-        """The file a local URL names, or None (no such file, or it escapes the root)."""
+        """The file a local URL names, or None (no such file, or it escapes the root).
+
+        A folder without an index file is named itself in a source tree (``folders``).
+        """
         path = unquote(urlsplit(url).path)
         prefix = urlsplit(self.home).path
         relative = path[len(prefix) :] if path.startswith(prefix) else path.lstrip("/")
@@ -85,7 +95,7 @@ class LocalSite:
                 index = candidate / name
                 if index.is_file():
                     return index
-            return None
+            return candidate if self.folders else None
         if candidate.is_file():
             return candidate
         for extension in self.fallback_extensions:
@@ -243,7 +253,7 @@ def is_local_url(url: str) -> bool:
 
 def file_for(root: Path, url: str) -> Path | None:
     """The file a default-origin local URL names (``LocalSite.file_for`` with defaults)."""
-    return LocalSite(root).file_for(url)
+    return LocalSite.build(root).file_for(url)
 
 
 async def fetch(site: LocalSite, url: str, method: str, *, read_html: bool, cap: int) -> Fetched:
@@ -255,8 +265,9 @@ async def fetch(site: LocalSite, url: str, method: str, *, read_html: bool, cap:
         fetched.status, fetched.reason = 404, "Not Found"
     else:
         fetched.status, fetched.reason = 200, "OK"
-        fetched.content_type = media_type(found)
-        fetched.size = found.stat().st_size
+        is_folder = found.is_dir()  # a source tree's folder (``LocalSite.folders``)
+        fetched.content_type = FOLDER_TYPE if is_folder else media_type(found)
+        fetched.size = 0 if is_folder else found.stat().st_size
         readable = fetched.is_html or fetched.is_css or fetched.is_markdown
         if read_html and method == "GET" and readable and site.reads(found):
             data = await asyncio.to_thread(_read_capped, found, cap)
@@ -270,7 +281,7 @@ async def stream(site: LocalSite, url: str, feed: Callable[[bytes], bool], cap: 
     """Hand a local file to ``feed`` chunk by chunk, as ``Fetcher.fetch_stream`` does."""
     fetched = Fetched(method="GET")
     found = await asyncio.to_thread(site.file_for, url)
-    if found is None:
+    if found is None or found.is_dir():
         fetched.status, fetched.reason = 404, "Not Found"
         return fetched
     fetched.status, fetched.reason = 200, "OK"
