@@ -138,6 +138,10 @@ def test_local_site_files_index_files_and_fallbacks(tmp_path: Path) -> None:
     assert site.file_for("https://example.org/docs/page") == (tmp_path / "page.html").resolve()
     assert site.file_for("https://example.org/docs/../../etc/passwd") is None
     assert LocalSite(tmp_path.resolve()).file_for("http://local.invalid/d/") is None
+    # a file's name with a slash after it is not the file (its links would resolve
+    # one folder too deep): 404, as a web server answers
+    assert site.file_for("https://example.org/docs/page.html") == (tmp_path / "page.html").resolve()
+    assert site.file_for("https://example.org/docs/page.html/") is None
 
 
 async def test_remap_sends_an_old_domain_into_the_directory(repo: Path) -> None:

@@ -97,7 +97,9 @@ class LocalSite:
                     return index
             return candidate if self.folders else None
         if candidate.is_file():
-            return candidate
+            # ``page.md/`` is not the file: a server answers 404, and links resolved
+            # against it would point one folder too deep.
+            return None if path.endswith("/") else candidate
         for extension in self.fallback_extensions:
             other = candidate.with_name(f"{candidate.name}.{extension}")
             if other.is_file():
