@@ -10,6 +10,8 @@ from crawler.errors import FailureKind
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 CSS_TYPES = ("text/css",)
 MARKDOWN_TYPES = ("text/markdown", "text/x-markdown")
+# Markdown's file extensions, as lychee reads them (mimetypes knows two of them).
+MARKDOWN_EXTENSIONS = (".md", ".markdown", ".mdown", ".mkd", ".mkdn", ".mdwn", ".mkdown", ".mdx")
 
 
 @dataclass(slots=True)

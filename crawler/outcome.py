@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from crawler import extract, positions
 from crawler.errors import FailureKind
-from crawler.fetch_types import Fetched
+from crawler.fetch_types import MARKDOWN_EXTENSIONS, Fetched
 from crawler.models import Discovered, Extracted, LeasedUrl, Outcome, Result, ResultClass, UrlKind
 from crawler.retry import retry_delay
 from crawler.scope import Scope, resolve_link
@@ -126,8 +126,8 @@ def markdown_parsed(
     text, _ = extract.decode_html(fetched.body, fetched.content_type)  # BOM, charset, else UTF-8
     found = extract_markdown.extract_markdown(text, max_links)
     parsed = Parsed([], dropped=found.extracted.dropped)
-    if include_fragments:
-        parsed.anchors = found.extracted.anchors
+    if include_fragments:  # lowercased, as the links' fragments to Markdown (``_scoped``)
+        parsed.anchors = frozenset(anchor.lower() for anchor in found.extracted.anchors)
     if leased.kind == UrlKind.PAGE and not _robots_nofollow(fetched.robots_tag):
         links = found.extracted.links
         refs = ((raw.url, raw.element) for raw in links)
@@ -342,6 +342,10 @@ def _scoped(
     seen: dict[tuple[str, str], tuple[Discovered, int]] = {}
     for index, (raw, element) in enumerate(refs):
         found = scope.classify_link(raw, base, encoding, element=element, depth=depth)
+        if found.fragment and found.url.lower().endswith(MARKDOWN_EXTENSIONS):
+            # GitHub finds a Markdown heading's anchor whatever the case the link
+            # writes (#Install for ## Install): compared lowercased, as lychee does.
+            found = found._replace(fragment=found.fragment.lower())
         key = (found.url, found.fragment)
         previous = seen.get(key)
         if previous is None:

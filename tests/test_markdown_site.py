@@ -196,3 +196,26 @@ def test_a_directory_with_nothing_to_check_is_refused(tmp_path: Path) -> None:
     result = run_cli("crawl", "empty", "--db", tmp_path / "c.db", "-n", cwd=tmp_path)
     assert result.returncode == 3
     assert "no HTML or Markdown file" in result.stderr
+
+
+def test_a_markdown_headings_anchor_matches_whatever_the_case_as_on_github(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "README.md").write_text(
+        "## Быстрый старт\n\n"
+        "[up](#Быстрый-старт) [guide](guide.md#Setup-Steps) [html](page.html#Top-Part)\n"
+        "[missing](guide.md#No-Such-Part)\n"
+    )
+    (repo / "guide.md").write_text('## Setup steps\n\n<a id="Legacy"></a>\n')
+    (repo / "page.html").write_text('<h2 id="top-part">Top</h2>\n')
+    (repo / "links.md").write_text("[legacy](guide.md#legacy)\n")
+    result = run_cli(
+        "crawl", ".", "--db", tmp_path / "c.db", "--include-fragments", "-n", "-f", "json",
+        cwd=repo,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    broken = {entry["url"] for entry in json.loads(result.stdout)["broken"]}
+    # HTML ids stay case-sensitive; Markdown's anchors are compared lowercased
+    assert broken == {"page.html#Top-Part", "guide.md#no-such-part"}

@@ -25,7 +25,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from crawler import urls
 from crawler.errors import InvalidURLError, UsageError
-from crawler.fetch_types import Fetched
+from crawler.fetch_types import MARKDOWN_EXTENSIONS, Fetched
 from crawler.patterns import Pattern, compile_pattern
 
 if TYPE_CHECKING:
@@ -35,8 +35,6 @@ LOCAL_HOST = "local.invalid"
 LOCAL_ORIGIN = f"http://{LOCAL_HOST}"
 INDEX_FILES = ("index.html", "index.htm")
 STREAM_CHUNK = 64 * 1024
-# Markdown's extensions, as lychee reads them; mimetypes knows only the first two.
-MARKDOWN_EXTENSIONS = (".md", ".markdown", ".mdown", ".mkd", ".mkdn", ".mdwn", ".mkdown", ".mdx")
 DOCUMENT_EXTENSIONS = frozenset((".html", ".htm", *MARKDOWN_EXTENSIONS))
 SKIPPED_DIRECTORIES = frozenset({"node_modules"})  # and every hidden one (.git)
 FOLDER_TYPE = "inode/directory"  # what a source tree's folder is answered as
