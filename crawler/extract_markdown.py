@@ -32,6 +32,7 @@ from crawler.models import Extracted, RawLink
 _BARE_URL = re.compile(r"\bhttps?://[^\s<>\"'`\[\]{}|\\^]+", re.IGNORECASE)
 _TRAILING = ".,:;!?*_~'\""
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_FOOTNOTE_LABEL = re.compile(r"^ {0,3}\[\^[^\]\s]+\]:", re.MULTILINE)
 # What may touch a link's value in the source without being part of it.
 _VALUE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._~%-")
 # markdown-it-py costs up to ~15 us a character on hostile text ("![" repeated),
@@ -75,7 +76,7 @@ def extract_markdown(text: str, limit: int | None = None) -> MarkdownLinks:
     reader = _Reader(text, limit)
     parsed = _parsed_part(text)
     try:
-        tokens = _MARKDOWN.parse(text[:parsed])
+        tokens = _MARKDOWN.parse(_without_footnote_labels(text[:parsed]))
     except Exception:  # a parser bug must not lose the page's result
         tokens = []
     for token in tokens:
@@ -83,6 +84,19 @@ def extract_markdown(text: str, limit: int | None = None) -> MarkdownLinks:
     if parsed < len(text):
         reader.scan(parsed)
     return reader.result()
+
+
+def _without_footnote_labels(text: str) -> str:
+    """GitHub's footnotes (``[^1]: see [the spec](https://…)``) as plain paragraphs.
+
+    CommonMark reads ``[^1]:`` as a link reference definition whose destination
+    is the note's first word (``[the``), and ``[^1]`` in the text as a link to
+    it; GitHub reads a note whose links are links. The label is overwritten
+    with as many letters: offsets and lines stay those of the text.
+    """
+    if "[^" not in text:
+        return text
+    return _FOOTNOTE_LABEL.sub(lambda match: "x" * len(match.group()), text)
 
 
 def _parsed_part(text: str) -> int:

@@ -165,3 +165,17 @@ def test_markdown_it_reads_at_most_the_parsed_part(monkeypatch: pytest.MonkeyPat
     assert parsed
     assert max(parsed) <= 1_000
     assert [link.url for link in found.extracted.links] == ["/tail"]
+
+
+def test_a_footnotes_links_are_links_as_on_github() -> None:
+    text = (
+        "Hashing[^siphash] is keyed.\n\n"
+        "[^siphash]: [https://en.wikipedia.org/wiki/SipHash](https://en.wikipedia.org/wiki/SipHash)\n"
+        "[^2]: See <https://two.test/> and [three](/three).\n"
+    )
+    found = extract_markdown(text)
+    assert [link.url for link in found.extracted.links] == [
+        "https://en.wikipedia.org/wiki/SipHash", "https://two.test/", "/three",
+    ]  # fmt: skip
+    for link, at in zip(found.extracted.links, found.offsets, strict=True):
+        assert text.startswith(link.url, at)
