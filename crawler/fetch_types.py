@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from crawler import sniff
 from crawler.errors import FailureKind
@@ -64,6 +65,15 @@ class Fetched:
     def is_markdown(self) -> bool:
         """Is this a Markdown document (``README.md``), whose links are read too?"""
         return self.media_type in MARKDOWN_TYPES
+
+    def markdown_at(self, url: str) -> bool:
+        """``is_markdown``, or plain text at a Markdown file's name, as a forge's raw
+        view serves ``README.md`` (``text/plain``): lychee reads it by its name too."""
+        if self.media_type in MARKDOWN_TYPES:
+            return True
+        if self.media_type != "text/plain":
+            return False
+        return urlsplit(url).path.lower().endswith(MARKDOWN_EXTENSIONS)
 
     @property
     def is_css(self) -> bool:

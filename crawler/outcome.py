@@ -76,8 +76,8 @@ def wants_parse(leased: LeasedUrl, fetched: Fetched, policy: Policy) -> bool:
     if not 200 <= status < 300 or status not in policy.accepted:
         return False
     if leased.kind == UrlKind.PAGE:
-        return fetched.is_html or fetched.is_css or fetched.is_markdown
-    return (fetched.is_html or fetched.is_markdown) and policy.include_fragments
+        return fetched.is_html or fetched.is_css or fetched.markdown_at(leased.url)
+    return (fetched.is_html or fetched.markdown_at(leased.url)) and policy.include_fragments
 
 
 def parse_body(
@@ -107,7 +107,7 @@ def parse_body(
         parsed.dropped = extracted.dropped
         if leased.kind == UrlKind.PAGE:
             parsed.children = page_children(leased, extracted, encoding, fetched, scope, text)
-    elif fetched.is_markdown:
+    elif fetched.markdown_at(leased.url):
         parsed = markdown_parsed(leased, fetched, scope, include_fragments, max_links)
     return parsed
 

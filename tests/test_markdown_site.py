@@ -28,6 +28,8 @@ async def answer(request: web.BaseRequest) -> web.StreamResponse:
         return web.Response(status=404)
     if request.path == "/doc.md":
         return web.Response(text=DOC, content_type="text/markdown")
+    if request.path in ("/raw/README.md", "/raw/notes.txt"):  # a forge's raw view
+        return web.Response(text="[child](/from-raw.html)\n", content_type="text/plain")
     return web.Response(text="<p>fine</p>", content_type="text/html")
 
 
@@ -219,3 +221,12 @@ def test_a_markdown_headings_anchor_matches_whatever_the_case_as_on_github(
     broken = {entry["url"] for entry in json.loads(result.stdout)["broken"]}
     # HTML ids stay case-sensitive; Markdown's anchors are compared lowercased
     assert broken == {"page.html#Top-Part", "guide.md#no-such-part"}
+
+
+def test_markdown_served_as_plain_text_is_read_by_its_name(
+    server: BehaviourServer, tmp_path: Path
+) -> None:
+    for path in ("/raw/README.md", "/raw/notes.txt"):
+        result = run_cli("crawl", server.url(path), "--db", tmp_path / "c.db", "-n", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+    assert server.count("/from-raw.html") == 1  # from README.md, not from notes.txt

@@ -256,7 +256,7 @@ class Fetcher:
                     and (
                         fetched.is_html
                         or fetched.is_css
-                        or fetched.is_markdown
+                        or fetched.markdown_at(url)
                         or fetched.is_untyped
                     )
                 )
