@@ -45,7 +45,11 @@ _SCANNED = re.compile(
     r"\]\(\s*<?([^\s()<>]+)|^ {0,3}\[[^\]\n]+\]:[ \t]*<?([^\s<>]+)|" + _BARE_URL.pattern,
     re.IGNORECASE | re.MULTILINE,
 )
-MAX_CANDIDATES = 256  # occurrences inside longer values tried per search: linear on any text
+# Bounds that keep placing links linear on any text: occurrences inside longer
+# values tried per search, and searches that read to the end in vain (a value
+# written with escapes); past them a link simply has no position.
+MAX_CANDIDATES = 256
+MAX_MISSES = 64
 
 
 @dataclass(slots=True)
@@ -120,6 +124,7 @@ class _Reader:
         self.slugs: dict[str, int] = {}
         self.dropped = 0
         self.cursor = 0
+        self.misses = 0  # searches that read to the end of the text in vain
         self.line_starts = [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
         self.heading = False
 
@@ -184,6 +189,9 @@ class _Reader:
         url = url.strip()
         if not url:
             return
+        if self.limit is not None and len(self.links) >= self.limit:
+            self.dropped += 1
+            return
         at = self._locate(url, start)
         if at < 0 and url.startswith("mailto:"):  # <me@example.org> gains its scheme
             at = self._locate(url.removeprefix("mailto:"), start)
@@ -200,6 +208,8 @@ class _Reader:
 
     def _locate(self, value: str, start: int) -> int:
         """Where ``value`` is written, searched from its block's first line (and the last find)."""
+        if self.misses >= MAX_MISSES:  # a hostile page: the rest go without a place
+            return -1
         text = self.text
         for origin in (max(start, self.cursor), start):
             at = text.find(value, origin)
@@ -212,6 +222,7 @@ class _Reader:
             if at >= 0:
                 self.cursor = at + 1
                 return at
+        self.misses += 1
         return -1
 
     def _line_start(self, lines: list[int] | None) -> int:

@@ -179,3 +179,15 @@ def test_a_footnotes_links_are_links_as_on_github() -> None:
     ]  # fmt: skip
     for link, at in zip(found.extracted.links, found.offsets, strict=True):
         assert text.startswith(link.url, at)
+
+
+def test_searches_that_find_nothing_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Values the text writes escaped are searched to its end in vain; past MAX_MISSES
+    such searches the rest of the links go without a place (a hostile page stays linear)."""
+    monkeypatch.setattr(extract_markdown_module, "MAX_MISSES", 2)
+    text = "[a](&#x2F;a) [b](&#x2F;b) [c](&#x2F;c) [plain](/plain)\n"
+    found = extract_markdown(text)
+    assert [link.url for link in found.extracted.links] == ["/a", "/b", "/c", "/plain"]
+    assert found.offsets == [-1, -1, -1, -1]  # /plain not searched: the budget is spent
+    monkeypatch.setattr(extract_markdown_module, "MAX_MISSES", 64)
+    assert extract_markdown(text).offsets[-1] == text.index("/plain")
