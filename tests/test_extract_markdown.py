@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from crawler import extract_markdown as extract_markdown_module
 from crawler import positions
-from crawler.extract_markdown import extract_markdown, github_slug
+from crawler.extract_markdown import MarkdownLinks, extract_markdown, github_slug
 
 README = """\
 # My Project
@@ -48,6 +48,13 @@ Text with <a href="inline.html">inline html</a>.
 
 def links_of(text: str) -> list[tuple[str, str]]:
     return [(link.url, link.element) for link in extract_markdown(text).extracted.links]
+
+
+def placed_urls(text: str, found: MarkdownLinks) -> list[str]:
+    """The links' URLs, each checked to be written where its offset says."""
+    for link, at in zip(found.extracted.links, found.offsets, strict=True):
+        assert text.startswith(link.url, at), (link, at)
+    return [link.url for link in found.extracted.links]
 
 
 def test_links_images_autolinks_references_bare_urls_and_html_in_document_order() -> None:
@@ -140,11 +147,9 @@ def test_past_the_parsed_part_links_are_scanned_where_they_are_written(
         "[ref]: https://ref.test/r\n"
     )
     found = extract_markdown(text)
-    assert [link.url for link in found.extracted.links] == [
+    assert placed_urls(text, found) == [
         "/one", "/two", "/p.png", "https://bare.test/x", "https://ref.test/r",
     ]  # fmt: skip
-    for link, at in zip(found.extracted.links, found.offsets, strict=True):
-        assert text.startswith(link.url, at)
     assert "head" in found.extracted.anchors
 
 
@@ -173,12 +178,9 @@ def test_a_footnotes_links_are_links_as_on_github() -> None:
         "[^siphash]: [https://en.wikipedia.org/wiki/SipHash](https://en.wikipedia.org/wiki/SipHash)\n"
         "[^2]: See <https://two.test/> and [three](/three).\n"
     )
-    found = extract_markdown(text)
-    assert [link.url for link in found.extracted.links] == [
+    assert placed_urls(text, extract_markdown(text)) == [
         "https://en.wikipedia.org/wiki/SipHash", "https://two.test/", "/three",
     ]  # fmt: skip
-    for link, at in zip(found.extracted.links, found.offsets, strict=True):
-        assert text.startswith(link.url, at)
 
 
 def test_searches_that_find_nothing_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

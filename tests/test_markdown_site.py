@@ -62,6 +62,18 @@ def write_repo(root: Path, origin: str) -> None:
         (hidden / "README.md").write_text(f"[x]({origin}/hidden)\n", encoding="utf-8")
 
 
+def check_repo(server: BehaviourServer, tmp_path: Path, *args: str) -> tuple[Path, dict[str, Any]]:
+    """``crawler crawl ARGS -f json`` in a fresh copy of the repository: it, and the report.
+
+    The crawl must find broken links (exit 2): every repository here has some.
+    """
+    repo = tmp_path / "repo"
+    write_repo(repo, server.origin)
+    result = run_cli("crawl", *args, "--db", tmp_path / "c.db", "-n", "-f", "json", cwd=repo)
+    assert result.returncode == 2, result.stderr
+    return repo, json.loads(result.stdout)
+
+
 def broken_locations(report: dict[str, Any]) -> set[tuple[str, str, int, int]]:
     return {
         (entry["url"], where["source"], where["line"], where["column"])
@@ -81,14 +93,7 @@ def place(path: Path, needle: str) -> tuple[int, int]:
 def test_a_repository_without_a_home_page_has_every_document_checked(
     server: BehaviourServer, tmp_path: Path
 ) -> None:
-    repo = tmp_path / "repo"
-    write_repo(repo, server.origin)
-    result = run_cli(
-        "crawl", ".", "--db", tmp_path / "c.db", "--include-fragments", "-n", "-f", "json",
-        cwd=repo,
-    )  # fmt: skip
-    assert result.returncode == 2, result.stderr
-    report = json.loads(result.stdout)
+    repo, report = check_repo(server, tmp_path, ".", "--include-fragments")
     readme, guide = repo / "README.md", repo / "docs" / "guide.md"
     assert broken_locations(report) == {
         ("docs/api.md", "README.md", *place(readme, "docs/api.md")),
@@ -104,11 +109,8 @@ def test_a_repository_without_a_home_page_has_every_document_checked(
 def test_a_readme_given_as_a_seed_has_its_links_checked(
     server: BehaviourServer, tmp_path: Path
 ) -> None:
-    repo = tmp_path / "repo"
-    write_repo(repo, server.origin)
-    result = run_cli("crawl", "README.md", "--db", tmp_path / "c.db", "-n", "-f", "json", cwd=repo)
-    assert result.returncode == 2, result.stderr
-    urls = {entry["url"] for entry in json.loads(result.stdout)["broken"]}
+    _, report = check_repo(server, tmp_path, "README.md")
+    urls = {entry["url"] for entry in report["broken"]}
     assert urls == {"docs/api.md", f"{server.origin}/gone"}
     assert server.count("/from-html") == 0  # not linked from the README
 
@@ -160,17 +162,11 @@ def test_exclude_path_leaves_files_unread_but_links_to_them_checked(
 def test_a_quoted_file_pattern_is_expanded_and_one_matching_nothing_refused(
     server: BehaviourServer, tmp_path: Path
 ) -> None:
-    repo = tmp_path / "repo"
-    write_repo(repo, server.origin)
-    result = run_cli(
-        "crawl", "docs/**/*.md", "--db", tmp_path / "c.db", "--include-fragments", "-n",
-        "-f", "json", cwd=repo,
-    )  # fmt: skip
-    assert result.returncode == 2, result.stderr
-    urls = {entry["url"] for entry in json.loads(result.stdout)["broken"]}
+    repo, report = check_repo(server, tmp_path, "docs/**/*.md", "--include-fragments")
+    urls = {entry["url"] for entry in report["broken"]}
     # ../README.md, linked from the guide, is in the site: the repository is its root
     assert urls == {"docs/guide.md#setup", "docs/api.md", f"{server.origin}/gone"}
-    assert json.loads(result.stdout)["crawl"]["seeds"] == [str(repo / "docs" / "guide.md")]
+    assert report["crawl"]["seeds"] == [str(repo / "docs" / "guide.md")]
     result = run_cli("crawl", "nowhere/*.md", "--db", tmp_path / "d.db", "-n", cwd=repo)
     assert result.returncode == 3
     assert "no file matches" in result.stderr
