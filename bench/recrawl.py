@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(1.1)  # mtimes: a changed page must not keep its old second
         planted = plant_changes(work / "site", truth, args.pages, args.seed)
         cpu_before = children_cpu_s()
-        spy = [str(VENV_BIN / "py-spy"), "record", "--subprocesses", "--format", "raw"]
+        spy = [str(VENV_BIN / "py-spy"), "record", "--subprocesses", "--threads", "--format", "raw"]
         spy += ["-o", str(run_dir / "recrawl.folded"), "--"]
         second = crawl(
             [
