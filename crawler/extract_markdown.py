@@ -32,6 +32,7 @@ from crawler.models import Extracted, RawLink
 _BARE_URL = re.compile(r"\bhttps?://[^\s<>\"'`\[\]{}|\\^]+", re.IGNORECASE)
 _TRAILING = ".,:;!?*_~'\""
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_HEADING_ID = re.compile(r"\{[^}#]*#([^\s}]+)[^}]*\}\s*$")  # attribute lists' {#id}
 _FOOTNOTE_LABEL = re.compile(r"^ {0,3}\[\^[^\]\s]+\]:", re.MULTILINE)
 # What may touch a link's value in the source without being part of it.
 _VALUE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._~%-")
@@ -180,6 +181,9 @@ class _Reader:
 
     def _heading_anchor(self, children: Sequence[Token]) -> None:
         title = "".join(c.content for c in children if c.type in ("text", "code_inline"))
+        named = _HEADING_ID.search(title)
+        if named:  # ``## Setup {#setup}``: mkdocs' and Pandoc's own id, beside GitHub's
+            self.anchors.add(named.group(1))
         slug = github_slug(title)
         seen = self.slugs.get(slug)
         self.slugs[slug] = 0 if seen is None else seen + 1

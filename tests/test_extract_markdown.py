@@ -193,3 +193,9 @@ def test_searches_that_find_nothing_are_bounded(monkeypatch: pytest.MonkeyPatch)
     assert found.offsets == [-1, -1, -1, -1]  # /plain not searched: the budget is spent
     monkeypatch.setattr(extract_markdown_module, "MAX_MISSES", 64)
     assert extract_markdown(text).offsets[-1] == text.index("/plain")
+
+
+def test_a_headings_own_id_is_an_anchor_beside_githubs() -> None:
+    """mkdocs (attr_list) and Pandoc write ``{#id}`` after a heading; GitHub shows it."""
+    anchors = extract_markdown("## Setup steps {#setup}\n\n# Other { .wide #x2 }\n").extracted.anchors
+    assert {"setup", "x2", "setup-steps-setup"} <= anchors
