@@ -197,5 +197,6 @@ def test_searches_that_find_nothing_are_bounded(monkeypatch: pytest.MonkeyPatch)
 
 def test_a_headings_own_id_is_an_anchor_beside_githubs() -> None:
     """mkdocs (attr_list) and Pandoc write ``{#id}`` after a heading; GitHub shows it."""
-    anchors = extract_markdown("## Setup steps {#setup}\n\n# Other { .wide #x2 }\n").extracted.anchors
+    text = "## Setup steps {#setup}\n\n# Other { .wide #x2 }\n"
+    anchors = extract_markdown(text).extracted.anchors
     assert {"setup", "x2", "setup-steps-setup"} <= anchors
