@@ -21,7 +21,7 @@ from pathlib import Path
 import structlog
 
 from crawler import aio, log, report, urls
-from crawler.cli import locations, options
+from crawler.cli import options
 from crawler.cli.exits import (
     EXIT_BROKEN,
     EXIT_FAILURE,
@@ -32,7 +32,7 @@ from crawler.cli.exits import (
 from crawler.config import CrawlSettings, RunOptions
 from crawler.engine import runner, workers
 from crawler.errors import DatabaseFailedError, DiskFullError, InvalidURLError, UsageError
-from crawler.net import localsite
+from crawler.net import localsite, locations
 from crawler.report import diff_formats
 from crawler.report.model import BrokenEdge
 from crawler.store import open as store_open

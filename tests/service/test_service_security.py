@@ -397,3 +397,20 @@ def test_crawls_are_listed_a_page_at_a_time(tmp_path: Path, site: ThreadedSite) 
         assert last["next"] is None
         for bad in ("limit=0", "limit=x", "before=-1", "limit=100000"):
             assert service.get(f"/crawls?{bad}").status == 400, bad
+
+
+def test_a_local_crawls_report_names_files_from_its_root(tmp_path: Path) -> None:
+    root = tmp_path / "sites"
+    repo = root / "repo"
+    (repo / "docs").mkdir(parents=True)
+    line = "See [the guide](docs/guide.md) and [gone](gone.md)."
+    (repo / "README.md").write_text(f"# Repo\n\n{line}\n")
+    (repo / "docs" / "guide.md").write_text("Back [home](../README.md#repo).\n")
+    with ServiceProcess(tmp_path / "data", ["--local-root", str(root)]) as service:
+        created = service.create([str(repo)], include_fragments=True)
+        service.wait_state(created["id"], "finished")
+        report = service.get(f"/crawls/{created['id']}/report?format=json").json()
+    assert [(b["url"], b["sources"]) for b in report["broken"]] == [
+        ("gone.md", [f"README.md:3:{line.index('gone.md') + 1}"])
+    ]
+    assert "local.invalid" not in json.dumps(report)
