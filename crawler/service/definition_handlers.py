@@ -219,7 +219,7 @@ def pair_to_diff(service: Service, definition_id: int, request: web.Request) -> 
 
 
 async def load_diff_or_409(service: Service, before: Entry, after: Entry) -> CrawlDiff:
-    diff = await diff_of(service.manager.store, before.id, after.id)
+    diff = await diff_of(service.manager.store, before, after)
     if diff is None:
         raise ApiError(409, f"crawl {before.id} or {after.id} has not started yet; no diff")
     return diff

@@ -4,15 +4,29 @@ One function, ``diff_of``, so that the API, the dashboard and the webhooks
 take the diff from one place: ``ServiceStore.load_diff``, which reads both
 runs in one snapshot of the database that holds them (PostgreSQL, or the
 definition's SQLite file) and compares them with ``crawler.report.diff``, as
-``crawler diff`` does.
+``crawler diff`` does. Runs of a directory under ``--local-root`` name files
+from it, as their reports do.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from crawler.net import locations
 from crawler.report.diff import CrawlDiff
-from crawler.store.service import ServiceStore
+from crawler.store.service import Entry, ServiceStore
 
 
-async def diff_of(store: ServiceStore, from_crawl: int, to_crawl: int) -> CrawlDiff | None:
-    """What changed from ``from_crawl`` to ``to_crawl``; None while either has no data."""
-    return await store.load_diff(from_crawl, to_crawl)
+async def diff_of(store: ServiceStore, before: Entry, after: Entry) -> CrawlDiff | None:
+    """What changed from run ``before`` to run ``after``; None while either has no data."""
+    diff = await store.load_diff(before.id, after.id)
+    if diff is None:
+        return None
+    return await asyncio.to_thread(_with_files, diff, after.seeds, after.settings)
+
+
+def _with_files(diff: CrawlDiff, seeds: Sequence[str], settings: dict[str, Any]) -> CrawlDiff:
+    site = locations.local_site_of(seeds, settings)
+    return diff if site is None else locations.diff_with_files(diff, site, site.root)

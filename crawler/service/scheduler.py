@@ -197,7 +197,7 @@ class Scheduler:
         previous = self.manager.previous_run(entry)
         if not webhook or previous is None:
             return None
-        diff = await diff_of(self.manager.store, previous.id, entry.id)
+        diff = await diff_of(self.manager.store, previous, entry)
         if diff is None or not diff.new_broken:
             return None
         body = webhook_body(definition.id, entry.id, diff, self.public_url)

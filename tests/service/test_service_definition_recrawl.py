@@ -222,3 +222,25 @@ async def test_retention_keeps_the_run_an_active_run_recrawls_from(
     await svc.wait_run(ids[2])  # then run 2 goes, after run 3
     runs = (await svc.ok("GET", f"/definitions/{did}/runs"))["runs"]
     assert [r["id"] for r in runs] == [ids[2]]
+
+
+async def test_runs_of_a_local_directory_diff_by_file(tmp_path: Path, backend: str | None) -> None:
+    """A definition of a repository under --local-root: its diff names files, as its
+    report and the CLI's ``crawler diff`` do, on both backends."""
+    root = tmp_path / "sites"
+    repo = root / "repo"
+    repo.mkdir(parents=True)
+    (repo / "README.md").write_text("# Repo\n\n[guide](guide.md)\n")
+    (repo / "guide.md").write_text("## Guide\n")
+    cfg = config(tmp_path / "data", backend, local_roots=[root])
+    async for svc in harness(cfg):
+        created = await svc.ok("POST", "/definitions", definition(str(repo)), status=201)
+        did, first = created["id"], created["active_run"]
+        await svc.wait_run(first)
+        (repo / "guide.md").write_text("## Guide\n\n[moved](moved.md)\n")
+        svc.clock.advance(HOUR)
+        (second,) = await svc.tick()
+        await svc.wait_run(second)
+        diff = await svc.ok("GET", f"/definitions/{did}/diff")
+    assert [(b["url"], b["sources"]) for b in diff["new_broken"]] == [("moved.md", ["guide.md"])]
+    assert "local.invalid" not in json.dumps(diff)
