@@ -34,5 +34,6 @@ PIP_CONSTRAINT="$work/floors.txt" "$bin/python" -m pip install --quiet '.[postgr
     --fallback-extensions html --db "$work/floors.db" -n -f json -o "$work/report.json" || test $? -eq 2
 "$bin/python" -m pytest -q -p no:cacheprovider tests/test_urls.py tests/test_sitemaps.py \
     tests/test_extract.py tests/test_extract_stream.py tests/test_engine.py tests/test_options.py \
-    tests/test_built_site.py tests/test_lychee_habits.py tests/test_cli_exits.py tests/test_link_checking.py
+    tests/test_built_site.py tests/test_lychee_habits.py tests/test_cli_exits.py tests/test_link_checking.py \
+    tests/test_extract_markdown.py tests/test_markdown_site.py
 echo "floors: ok"
