@@ -9,6 +9,8 @@ never reach it.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -226,3 +228,28 @@ def test_markdown_served_as_plain_text_is_read_by_its_name(
         result = run_cli("crawl", server.url(path), "--db", tmp_path / "c.db", "-n", cwd=tmp_path)
         assert result.returncode == 0, result.stderr
     assert server.count("/from-raw.html") == 1  # from README.md, not from notes.txt
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, timeout=60)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_in_a_git_checkout_what_gitignore_leaves_out_is_not_checked(tmp_path: Path) -> None:
+    """A Rust ``target/doc`` or a Python ``venv/`` holds thousands of pages nobody wrote."""
+    repo = tmp_path / "repo"
+    (repo / "target" / "doc").mkdir(parents=True)
+    (repo / "docs").mkdir()
+    git(repo, "init", "-q")
+    (repo / ".gitignore").write_text("target/\n")
+    (repo / "README.md").write_text("[guide](docs/guide.md)\n")
+    (repo / "docs" / "guide.md").write_text("[gone](gone.md)\n")  # untracked: still checked
+    (repo / "target" / "doc" / "api.html").write_text('<a href="missing.html">x</a>\n')
+    git(repo, "add", "README.md")
+    # A checkout's configuration must not run a program when it is listed.
+    marker = tmp_path / "ran"
+    git(repo, "config", "core.fsmonitor", f"touch {marker}; false")
+    result = run_cli("crawl", ".", "--db", tmp_path / "c.db", "-n", "-f", "json", cwd=repo)
+    assert result.returncode == 2, result.stderr
+    assert {entry["url"] for entry in json.loads(result.stdout)["broken"]} == {"docs/gone.md"}
+    assert not marker.exists()

@@ -22,7 +22,7 @@ from crawler.engine.loop import Engine
 from crawler.engine.membudget import PageMemory
 from crawler.errors import InvalidURLError, StoreError, UsageError
 from crawler.models import CrawlRecord, Discovered, ResultClass, UrlKind
-from crawler.net import localsite, sitemaps
+from crawler.net import documents, localsite, sitemaps
 from crawler.net.fetch import Fetcher
 from crawler.net.render import process as browsers
 from crawler.net.render.renderer import Renderer, RenderLimits
@@ -225,7 +225,7 @@ def _directory_seeds(root: Path, home: str, settings: CrawlSettings | None) -> l
     if localsite.has_index(root, index_files):
         return [home]
     unread = localsite.unread_patterns(settings.exclude_path if settings is not None else [])
-    files = localsite.documents(root, unread)
+    files = documents.documents(root, unread)
     if not files:  # a crawl of nothing is never green
         raise UsageError(f"{str(root)!r}: no index file, and no HTML or Markdown file in it")
     return [urls.normalize(localsite.file_url(home, root, file))[0] for file in files]

@@ -35,8 +35,6 @@ LOCAL_HOST = "local.invalid"
 LOCAL_ORIGIN = f"http://{LOCAL_HOST}"
 INDEX_FILES = ("index.html", "index.htm")
 STREAM_CHUNK = 64 * 1024
-DOCUMENT_EXTENSIONS = frozenset((".html", ".htm", *MARKDOWN_EXTENSIONS))
-SKIPPED_DIRECTORIES = frozenset({"node_modules"})  # and every hidden one (.git)
 FOLDER_TYPE = "inode/directory"  # what a source tree's folder is answered as
 
 
@@ -191,33 +189,6 @@ def is_unread(root: Path, path: Path, unread: tuple[Pattern, ...]) -> bool:
         return False
     relative = path.relative_to(root).as_posix() + ("/" if path.is_dir() else "")
     return any(pattern.search(relative) for pattern in unread)
-
-
-def documents(root: Path, unread: tuple[Pattern, ...] = ()) -> list[Path]:
-    """Every HTML and Markdown file under ``root`` whose links are read, in path order.
-
-    What ``crawler crawl .`` checks in a repository without a home page
-    (``README.md``, ``docs/*.md``), as lychee does: hidden files and folders
-    (``.git``), ``node_modules`` and what ``--exclude-path`` matches are left out.
-    """
-    found: list[Path] = []
-    for folder, folders, files in os.walk(root):
-        base = Path(folder)
-        folders[:] = sorted(
-            name
-            for name in folders
-            if not name.startswith(".")
-            and name not in SKIPPED_DIRECTORIES
-            and not is_unread(root, base / name, unread)
-        )
-        found.extend(
-            base / name
-            for name in sorted(files)
-            if not name.startswith(".")
-            and Path(name).suffix.lower() in DOCUMENT_EXTENSIONS
-            and not is_unread(root, base / name, unread)
-        )
-    return found
 
 
 def media_type(path: Path) -> str:
