@@ -66,9 +66,8 @@ def wants_parse(leased: LeasedUrl, fetched: Fetched, policy: Policy) -> bool:
 
     An OK 2xx body of a page to crawl that is HTML or Markdown (its links) or
     CSS (its references), or, when fragments are checked, any HTML or Markdown
-    (its anchors). The
-    engine asks it to send a body to a parse helper; ``build_outcome`` to
-    parse one the engine did not.
+    (its anchors). The engine asks it to send a body to a parse helper;
+    ``build_outcome`` to parse one the engine did not.
     """
     if fetched.failure is not None or fetched.body is None:
         return False
