@@ -6,7 +6,10 @@ links ``[text](url)``, reference links, images ``![alt](src)``, autolinks
 written inside the Markdown (``<a href>``, ``<img src>``…). Code spans and
 code blocks are not read: an example URL in a snippet is not a link, as
 lychee's default. The anchors are the headings' GitHub ids (``## Install``
-is ``#install``, a second one ``#install-1``) and the ids of embedded HTML.
+is ``#install``, a second one ``#install-1``), a heading's own ``{#id}``
+(mkdocs, Pandoc) and the ids of embedded HTML. GitHub's footnotes are read
+as GitHub reads them. Past ``PARSED_CHARS`` a document is scanned, not
+parsed: markdown-it-py is too slow on hostile text to parse any length.
 
 markdown-it-py (CommonMark, with GitHub's tables) parses: a hand-written
 reader would get CommonMark's link and emphasis rules wrong. It gives each
@@ -32,7 +35,7 @@ from crawler.models import Extracted, RawLink
 _BARE_URL = re.compile(r"\bhttps?://[^\s<>\"'`\[\]{}|\\^]+", re.IGNORECASE)
 _TRAILING = ".,:;!?*_~'\""
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
-_HEADING_ID = re.compile(r"\{[^}#]*#([^\s}]+)[^}]*\}\s*$")  # attribute lists' {#id}
+_HEADING_ID = re.compile(r"\{[^{}#]*#([^\s{}]+)[^{}]*\}\s*$")  # attribute lists' {#id}
 _FOOTNOTE_LABEL = re.compile(r"^ {0,3}\[\^[^\]\s]+\]:", re.MULTILINE)
 # What may touch a link's value in the source without being part of it.
 _VALUE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._~%-")
@@ -181,7 +184,7 @@ class _Reader:
 
     def _heading_anchor(self, children: Sequence[Token]) -> None:
         title = "".join(c.content for c in children if c.type in ("text", "code_inline"))
-        named = _HEADING_ID.search(title)
+        named = _HEADING_ID.match(title, max(title.rfind("{"), 0))  # the last {: linear
         if named:  # ``## Setup {#setup}``: mkdocs' and Pandoc's own id, beside GitHub's
             self.anchors.add(named.group(1))
         slug = github_slug(title)
@@ -237,14 +240,19 @@ class _Reader:
 
 
 def _trim(url: str) -> str:
-    """A bare URL without the sentence's punctuation after it; ``)`` only when unbalanced."""
-    while url:
-        last = url[-1]
-        if last in _TRAILING or (last == ")" and url.count("(") < url.count(")")):
-            url = url[:-1]
-        else:
+    """A bare URL without the sentence's punctuation after it; ``)`` only when unbalanced.
+
+    One pass from the end (a hostile URL may end in a hundred thousand of them).
+    """
+    end, opened, closed = len(url), url.count("("), url.count(")")
+    while end:
+        last = url[end - 1]
+        if last == ")" and opened < closed:
+            closed -= 1
+        elif last not in _TRAILING:
             break
-    return url
+        end -= 1
+    return url[:end]
 
 
 def github_slug(title: str) -> str:

@@ -123,7 +123,10 @@ def test_hostile_documents_parse_to_a_bounded_answer() -> None:
     deep = "> " * 5_000 + "[x](/deep)\n"
     brackets = "[" * 50_000 + "](/b)\n"
     repeated = "[a](/a)" + " /a" * 20_000 + "\n"
-    for text in (deep, brackets, repeated, "\x00\ufffd[x](\x00)", "\r\r\n[a](/cr)\r"):
+    braces = "# " + "{" * 50_000 + "\n"  # a heading's {#id} is looked for at its end only
+    closing = "https://x.test/" + ")" * 50_000 + "." * 50_000 + "\n"  # trimmed in one pass
+    hostile = (deep, brackets, repeated, braces, closing)
+    for text in (*hostile, "\x00\ufffd[x](\x00)", "\r\r\n[a](/cr)\r"):
         found = extract_markdown(text)
         assert len(found.offsets) == len(found.extracted.links)
 
