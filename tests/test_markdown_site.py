@@ -253,3 +253,25 @@ def test_in_a_git_checkout_what_gitignore_leaves_out_is_not_checked(tmp_path: Pa
     assert result.returncode == 2, result.stderr
     assert {entry["url"] for entry in json.loads(result.stdout)["broken"]} == {"docs/gone.md"}
     assert not marker.exists()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_folder_of_a_checkout_is_checked_within_the_checkout(tmp_path: Path) -> None:
+    """``crawler crawl docs``: its ``../README.md`` resolves as on GitHub, not as a 404."""
+    repo = tmp_path / "repo"
+    (repo / "docs").mkdir(parents=True)
+    git(repo, "init", "-q")
+    (repo / "README.md").write_text("# Top\n")
+    (repo / "docs" / "guide.md").write_text("[home](../README.md#top) [gone](../gone.md)\n")
+    result = run_cli(
+        "crawl", "docs", "--include-fragments", "--db", tmp_path / "c.db", "-n", "-f", "json",
+        cwd=repo,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    report = json.loads(result.stdout)
+    assert [(b["url"], b["sources"]) for b in report["broken"]] == [
+        ("gone.md", ["docs/guide.md:1:33"])
+    ]
+    # the checkout is recorded as the crawl's root: a later report roots it alike
+    again = run_cli("report", "--db", tmp_path / "c.db", "-f", "json", cwd=repo)
+    assert json.loads(again.stdout)["broken"] == report["broken"]

@@ -92,6 +92,10 @@ def execute(args: argparse.Namespace) -> int:
 
 def _crawl(args: argparse.Namespace, settings: CrawlSettings, run: RunOptions) -> int:
     seeds = localsite.expand_globs(list(args.seeds))
+    if settings.root_dir is None:
+        top = localsite.checkout_above(seeds, settings.index_files)
+        if top is not None:  # recorded, so that resume, recrawl and reports root it alike
+            settings = settings.model_copy(update={"root_dir": str(top)})
     job = runner.start(run.db, seeds, settings, durability=run.durability)
     return _run_and_report(run, job)
 

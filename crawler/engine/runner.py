@@ -189,8 +189,9 @@ def prepare_seeds(
     home = localsite.home_url(settings.base_url if settings is not None else None)
     for seed in raw_seeds:
         if local_root is not None and localsite.is_local_seed(seed):
-            recorded.append(str(local_root))
-            keys.extend(_directory_seeds(local_root, home, settings))
+            folder = Path(seed).resolve()
+            recorded.append(str(folder))
+            keys.extend(_directory_seeds(local_root, folder, home, settings))
             continue
         if local_root is not None and localsite.is_local_file_seed(seed):
             file = Path(seed).resolve()
@@ -210,24 +211,27 @@ def prepare_seeds(
         keys.append(key)
     if not raw_seeds and local_root is not None:
         recorded.append(str(local_root))
-        keys.extend(_directory_seeds(local_root, home, settings))
+        keys.extend(_directory_seeds(local_root, local_root, home, settings))
     return recorded, keys, local_root
 
 
-def _directory_seeds(root: Path, home: str, settings: CrawlSettings | None) -> list[str]:
-    """Where a crawl of a directory starts: its home page, or else every document in it.
+def _directory_seeds(
+    root: Path, folder: Path, home: str, settings: CrawlSettings | None
+) -> list[str]:
+    """Where a crawl of ``folder`` (the site's ``root`` or a folder in it) starts: its
+    home page, or else every document in it.
 
     A built site starts at its index file and is followed link by link; a
     repository of Markdown (``crawler crawl .`` beside a ``README.md``) has no
     home page, so each HTML and Markdown file is a seed, as lychee checks it.
     """
     index_files = settings.index_files if settings is not None else localsite.INDEX_FILES
-    if localsite.has_index(root, index_files):
-        return [home]
+    if localsite.has_index(folder, index_files):
+        return [home if folder == root else localsite.file_url(home, root, folder) + "/"]
     unread = localsite.unread_patterns(settings.exclude_path if settings is not None else [])
-    files = documents.documents(root, unread)
+    files = documents.documents(folder, unread, root)
     if not files:  # a crawl of nothing is never green
-        raise UsageError(f"{str(root)!r}: no index file, and no HTML or Markdown file in it")
+        raise UsageError(f"{str(folder)!r}: no index file, and no HTML or Markdown file in it")
     return [urls.normalize(localsite.file_url(home, root, file))[0] for file in files]
 
 

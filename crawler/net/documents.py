@@ -29,16 +29,19 @@ GIT_TIMEOUT_S = 60.0
 _GIT = ("git", "-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false")
 
 
-def documents(root: Path, unread: tuple[Pattern, ...] = ()) -> list[Path]:
-    """Every HTML and Markdown file under ``root`` whose links are read, in path order."""
-    listed = _git_listed(root)
-    candidates = listed if listed is not None else _walked(root)
+def documents(
+    folder: Path, unread: tuple[Pattern, ...] = (), root: Path | None = None
+) -> list[Path]:
+    """Every HTML and Markdown file under ``folder`` whose links are read, in path order
+    (``--exclude-path`` matches paths from the site's ``root``, the folder by default)."""
+    listed = _git_listed(folder)
+    candidates = listed if listed is not None else _walked(folder)
     return sorted(
         path
         for path in candidates
         if path.suffix.lower() in DOCUMENT_EXTENSIONS
-        and _shown(path.relative_to(root))
-        and not is_unread(root, path, unread)
+        and _shown(path.relative_to(folder))
+        and not is_unread(root or folder, path, unread)
         and path.is_file()
     )
 
@@ -48,13 +51,13 @@ def _shown(relative: Path) -> bool:
     return not any(part.startswith(".") or part in SKIPPED_DIRECTORIES for part in relative.parts)
 
 
-def _git_listed(root: Path) -> list[Path] | None:
-    """The files git lists under ``root``, or None outside a checkout (or without git)."""
+def _git_listed(folder: Path) -> list[Path] | None:
+    """The files git lists under ``folder``, or None outside a checkout (or without git)."""
     command = [*_GIT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
     try:
         done = subprocess.run(  # noqa: S603 - a fixed command line, no shell
             command,
-            cwd=root,
+            cwd=folder,
             capture_output=True,
             timeout=GIT_TIMEOUT_S,
             check=False,
@@ -65,15 +68,15 @@ def _git_listed(root: Path) -> list[Path] | None:
     if done.returncode != 0:
         return None
     names = done.stdout.decode("utf-8", "surrogateescape").split("\0")
-    return [root / name for name in dict.fromkeys(names) if name]
+    return [folder / name for name in dict.fromkeys(names) if name]
 
 
-def _walked(root: Path) -> list[Path]:
-    """Every file under ``root``, hidden folders and ``node_modules`` not entered."""
+def _walked(folder: Path) -> list[Path]:
+    """Every file under ``folder``, hidden folders and ``node_modules`` not entered."""
     found: list[Path] = []
-    for folder, folders, files in os.walk(root):
+    for below, folders, files in os.walk(folder):
         folders[:] = [
             name for name in folders if not name.startswith(".") and name not in SKIPPED_DIRECTORIES
         ]
-        found.extend(Path(folder) / name for name in files)
+        found.extend(Path(below) / name for name in files)
     return found

@@ -151,13 +151,16 @@ def site_root(seeds: list[str], root_dir: str | None) -> Path | None:
 
     A file seed is a page of the site, so that its root-relative links (``/about/``)
     resolve as they will once deployed: name the root with ``--root-dir`` when the
-    files are in a folder below it. Markdown files are pages of their repository:
+    files are in a folder below it; a directory below ``--root-dir`` is where the
+    crawl starts (``start_folder``). Markdown files are pages of their repository:
     the root is the git checkout that holds them, if any (``repository_root``).
     """
     root = Path(root_dir).resolve() if root_dir is not None else None
     for seed in seeds:
         if is_local_seed(seed):
             directory = Path(seed).resolve()
+            if root_dir is not None and (directory == root or root in directory.parents):
+                continue  # a folder of the site to start from
             if root is not None and directory != root:
                 raise UsageError("only one local directory can be crawled at a time")
             root = directory
@@ -170,6 +173,26 @@ def site_root(seeds: list[str], root_dir: str | None) -> Path | None:
         if root is not None and root not in file.parents:
             raise UsageError(f"seed {str(file)!r}: not inside the local site {str(root)!r}")
     return root
+
+
+def checkout_above(seeds: list[str], index_files: list[str]) -> Path | None:
+    """The git checkout above the seeds, when they are folders of it without a home page.
+
+    ``crawler crawl docs`` in a repository: the folder's Markdown links to
+    ``../README.md`` as GitHub resolves it, so the site is the checkout (the
+    CLI's ``--root-dir``), and the crawl starts from the folder's documents.
+    None when a seed is not such a folder, or the checkout is the folder itself.
+    """
+    if not seeds or not all(is_local_seed(seed) for seed in seeds):
+        return None
+    folders = [Path(seed).resolve() for seed in seeds]
+    if any(has_index(folder, index_files) for folder in folders):
+        return None
+    tops = {repository_root(folder) for folder in folders}
+    if len(tops) != 1:
+        return None
+    (top,) = tops
+    return None if top is None or top in folders else top
 
 
 def has_index(root: Path, index_files: tuple[str, ...] | list[str]) -> bool:
