@@ -309,3 +309,16 @@ def test_a_lychee_toml_with_the_built_site_keys_is_the_same_crawl(repo: Path) ->
     assert "ignored lychee keys" not in from_file.stderr
     assert json.loads(from_file.stdout)["broken"] == json.loads(flags.stdout)["broken"]
     assert json.loads(from_file.stdout)["summary"] == json.loads(flags.stdout)["summary"]
+
+
+def test_a_folder_below_the_root_is_where_the_crawl_starts(repo: Path) -> None:
+    """``--root-dir public public/docs``: from the folder's index, links resolved in the site."""
+    result = run_cli(
+        "crawl", "--root-dir", "public", "public/docs", *SITE_ARGS, "--max-depth", "0",
+        "-n", "-f", "json", cwd=repo,
+    )  # fmt: skip
+    report = json.loads(result.stdout)
+    assert result.returncode in (0, 2), result.stderr
+    assert report["summary"]["pages"] == 1  # public/docs/index.html, its links checked only
+    sources = {where["source"] for b in report["broken"] for where in b["locations"]}
+    assert sources <= {"public/docs/index.html"}

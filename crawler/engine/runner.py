@@ -227,7 +227,9 @@ def _directory_seeds(
     """
     index_files = settings.index_files if settings is not None else localsite.INDEX_FILES
     if localsite.has_index(folder, index_files):
-        return [home if folder == root else localsite.file_url(home, root, folder) + "/"]
+        if folder == root:
+            return [home]
+        return [urls.normalize(localsite.file_url(home, root, folder) + "/")[0]]
     unread = localsite.unread_patterns(settings.exclude_path if settings is not None else [])
     files = documents.documents(folder, unread, root)
     if not files:  # a crawl of nothing is never green
