@@ -23,7 +23,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from compare import LYCHEE, install_lychee, lychee_version
+from compare import LYCHEE, install_lychee, lychee_broken, lychee_version
 from measure import VENV_BIN
 
 Pairs = set[tuple[str, str]]
@@ -46,23 +46,23 @@ def crawler_pairs(directory: Path, work: Path) -> tuple[Pairs, float]:
     return pairs, elapsed
 
 
-def lychee_pairs(lychee: str, directory: Path, ours: Pairs) -> tuple[Pairs, float]:
+def lychee_pairs(lychee: str, directory: Path, work: Path, ours: Pairs) -> tuple[Pairs, float]:
     started = time.monotonic()
     command = [lychee, "--offline", "--include-fragments", "--no-progress", "--format", "json"]
-    done = subprocess.run(
-        [*command, "."], cwd=directory, capture_output=True, text=True, check=False
-    )
+    output = work / "lychee.json"
+    with output.open("w") as out:
+        subprocess.run([*command, "."], cwd=directory, stdout=out, check=False)
     elapsed = time.monotonic() - started
     prefix = f"file://{directory}/"
     pairs = set()
-    for source, items in json.loads(done.stdout).get("error_map", {}).items():
-        source = source.replace(f"{directory}/", "").removeprefix("./")
-        for item in items:
-            url = urllib.parse.unquote(item["url"].replace(prefix, ""))
-            bare = url.split("#", 1)[0]
-            if "#" in url and (source, bare) in ours:  # a missing page, not its fragment
-                url = bare
-            pairs.add((source, url.rstrip("/")))
+    for url, sources in lychee_broken(output).items():
+        url = urllib.parse.unquote(url.replace(prefix, ""))
+        bare = url.split("#", 1)[0]
+        for source in sources:
+            source = source.replace(f"{directory}/", "").removeprefix("./")
+            # a missing page, not its fragment
+            shown = bare if "#" in url and (source, bare) in ours else url
+            pairs.add((source, shown.rstrip("/")))
     return pairs, elapsed
 
 
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     for directory in (d.resolve() for d in args.directories):
         with tempfile.TemporaryDirectory() as work:
             ours, our_time = crawler_pairs(directory, Path(work))
-        theirs, their_time = lychee_pairs(lychee, directory, ours)
+            theirs, their_time = lychee_pairs(lychee, directory, Path(work), ours)
         print(f"== {directory}")
         print(f"  crawler {our_time:.2f} s, lychee {their_time:.2f} s")
         print(f"  broken (source, target) pairs: both {len(ours & theirs)}, ", end="")

@@ -126,9 +126,7 @@ def _diff(args: argparse.Namespace, run: RunOptions) -> int:
     _check_output(run.output)
     diff = store_open.load_diff(run.db, args.from_crawl, args.to_crawl)
     record = store_open.load_record(run.db, diff.to_crawl)
-    site = locations.local_site_of(record.seeds, record.config)
-    if site is not None:  # files instead of local URLs, as in the report
-        diff = locations.diff_with_files(diff, site, Path.cwd())
+    diff = locations.diff_named(diff, record.seeds, record.config, Path.cwd())
     _write(run, diff_formats.render(diff, run.format))
     return EXIT_BROKEN if diff.new_broken else EXIT_OK
 
@@ -296,9 +294,7 @@ def _print_report(run: RunOptions, crawl_id: int | None) -> int:
     data = store_open.load_report(run.db, crawl_id, run.format)
     logger.info("report_loaded", seconds=_since(started))
     unreachable = unreachable_seeds(data)
-    site = locations.local_site(data)
-    if site is not None:  # files and lines instead of local URLs
-        data = locations.with_files(data, site, Path.cwd())
+    data = locations.report_named(data, Path.cwd())  # files and lines, not local URLs
     _write(run, report.render(data, run.format))
     for edge in unreachable:
         print(f"crawler: seed {edge.url} could not be reached: {edge.error}", file=sys.stderr)

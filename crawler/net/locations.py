@@ -30,13 +30,9 @@ from crawler.report.model import BrokenEdge, BrokenLink, Location
 from crawler.scope import parse_remap
 
 
-def local_site(data: ReportData) -> LocalSite | None:
-    """The crawl's local site, when it crawled a directory (or its files) that still exists."""
-    return local_site_of(data.crawl.seeds, data.crawl.config)
-
-
 def local_site_of(seeds: Sequence[str], config: dict[str, Any]) -> LocalSite | None:
-    """A crawl's local site from its recorded seeds and settings (None: it crawled URLs)."""
+    """A crawl's local site from its recorded seeds and settings (None: it crawled URLs,
+    or the directory is gone)."""
     try:
         settings = CrawlSettings.model_validate(config)
         root = localsite.site_root(list(seeds), settings.root_dir)
@@ -45,6 +41,21 @@ def local_site_of(seeds: Sequence[str], config: dict[str, Any]) -> LocalSite | N
     if root is None or not root.is_dir():
         return None
     return LocalSite.build(root, settings)
+
+
+def report_named(data: ReportData, cwd: Path | None = None) -> ReportData:
+    """The report as shown: a local site's URLs as files from ``cwd`` (the CLI's working
+    directory; the site's root, for the service), each broken link's line and column."""
+    site = local_site_of(data.crawl.seeds, data.crawl.config)
+    return data if site is None else with_files(data, site, cwd or site.root)
+
+
+def diff_named(
+    diff: CrawlDiff, seeds: Sequence[str], config: dict[str, Any], cwd: Path | None = None
+) -> CrawlDiff:
+    """The diff as shown: ``report_named``'s naming, for the crawl of these seeds."""
+    site = local_site_of(seeds, config)
+    return diff if site is None else diff_with_files(diff, site, cwd or site.root)
 
 
 def diff_with_files(diff: CrawlDiff, site: LocalSite, cwd: Path) -> CrawlDiff:

@@ -11,8 +11,6 @@ from it, as their reports do.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any
 
 from crawler.net import locations
 from crawler.report.diff import CrawlDiff
@@ -24,9 +22,4 @@ async def diff_of(store: ServiceStore, before: Entry, after: Entry) -> CrawlDiff
     diff = await store.load_diff(before.id, after.id)
     if diff is None:
         return None
-    return await asyncio.to_thread(_with_files, diff, after.seeds, after.settings)
-
-
-def _with_files(diff: CrawlDiff, seeds: Sequence[str], settings: dict[str, Any]) -> CrawlDiff:
-    site = locations.local_site_of(seeds, settings)
-    return diff if site is None else locations.diff_with_files(diff, site, site.root)
+    return await asyncio.to_thread(locations.diff_named, diff, after.seeds, after.settings)

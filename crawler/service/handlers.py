@@ -279,11 +279,6 @@ async def _transition(request: web.Request, action: str) -> web.Response:
     return as_json(await crawl_view(service, entry))
 
 
-def _with_files(data: report.ReportData) -> report.ReportData:
-    site = locations.local_site(data)
-    return data if site is None else locations.with_files(data, site, site.root)
-
-
 async def crawl_report(request: web.Request) -> web.Response:
     service = _service(request)
     entry = _entry(service, _crawl_id(request))
@@ -305,7 +300,7 @@ async def crawl_report(request: web.Request) -> web.Response:
         raise ApiError(409, f"crawl {entry.id} has not started yet; no report")
     # A crawl of a directory under --local-root: files named from that directory, with
     # the line and column of each broken link, as the CLI names them (disk reads: a thread).
-    data = await asyncio.to_thread(_with_files, data)
+    data = await asyncio.to_thread(locations.report_named, data)
     # A SQLite crawl file holds one crawl, numbered 1 inside it: the report shows the
     # service's id, the one the client knows.
     data = dataclasses.replace(data, crawl=dataclasses.replace(data.crawl, id=entry.id))
