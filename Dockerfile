@@ -20,13 +20,21 @@ FROM python:${PYTHON_VERSION}-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# A C compiler for the per-page path's modules, compiled by mypyc (setup.py);
+# the image that runs the service does not get it.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 RUN python -m venv /opt/venv
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 # crawler/migrations is a symlink to ../migrations: both go in, the wheel holds the files.
 COPY migrations ./migrations
 COPY crawler ./crawler
 RUN /opt/venv/bin/pip install --no-cache-dir '.[postgres,service]' \
+    && /opt/venv/bin/python -c 'import crawler.scope; assert crawler.scope.__file__.endswith(".so")' \
     && /opt/venv/bin/python -c 'from crawler.store import migrate; assert migrate.latest_version() > 0' \
     && /opt/venv/bin/python -c 'from crawler.service import dashboard; dashboard.load_static()'
 

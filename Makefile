@@ -51,6 +51,17 @@ lint: $(VENV)/.installed-dev  ## ruff and mypy
 test: lint  ## lint, then the whole test suite
 	$(BIN)/pytest -q
 
+.PHONY: test-compiled
+test-compiled: $(VENV)/.installed-dev  ## the test suite on the compiled modules of a wheel built as `pip install` builds it
+	rm -rf build && mkdir -p build/compiled
+	git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C build/compiled
+	$(BIN)/python -m pip wheel --quiet --no-deps -w build/wheel .
+	cd build/compiled && $(CURDIR)/$(BIN)/python -m zipfile -e ../wheel/crawler_linkcheck-*.whl wheel
+	cd build/compiled/wheel && find . -name '*.so' -exec cp --parents {} .. \;
+	ln -s $(CURDIR)/$(VENV) build/compiled/$(VENV)  # the tools tests run (bench/, the Action's)
+	cd build/compiled && CRAWLER_EXPECT_COMPILED=1 PYTHONPATH=$(CURDIR)/build/compiled \
+		$(CURDIR)/$(BIN)/python -m pytest -q -p no:cacheprovider $(ARGS)
+
 .PHONY: bench
 bench: $(VENV)/.installed-dev  ## benchmark: make bench N=100000
 	$(BIN)/python bench/run.py --pages $(N)

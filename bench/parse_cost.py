@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from measure import OUT
+from measure import SITES
 
 from crawler import outcome
 from crawler.config import CrawlSettings
@@ -30,7 +30,7 @@ def main() -> int:
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    root = OUT / "site-n10000-s1" / "site"
+    root = SITES / "site-n10000-s1" / "site"
     files = sorted(root.rglob("*.html"))[: args.pages]
     scope = Scope.build(CrawlSettings(), [SEED])
     items = [

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from crawler import urls
@@ -58,6 +58,15 @@ class Scope:
     _recorded: OrderedDict[tuple[str, ...], Discovered] = field(
         default_factory=OrderedDict, compare=False, hash=False, repr=False
     )
+
+    def __reduce__(self) -> tuple[type[Scope], tuple[Any, ...]]:
+        """Pickled (for a parse helper) by its settings; its memos start empty there.
+
+        Not by the dataclass's own state, which sets each field on a frozen
+        instance: compiled by mypyc (see setup.py), that assignment raises.
+        """
+        wanted = (f.name for f in fields(self) if not f.name.startswith("_"))
+        return (Scope, tuple(getattr(self, name) for name in wanted))
 
     @classmethod
     def build(cls, settings: CrawlSettings, seed_keys: list[str]) -> Scope:

@@ -97,6 +97,7 @@ async def test_a_helper_outlives_a_sigterm_to_the_process_group(pool) -> None:
     assert helpers.alive
 
 
+@pytest.mark.patches_compiled
 async def test_crawl_with_a_helper_reports_what_one_without_does(
     site_server, tmp_path, monkeypatch
 ) -> None:
@@ -128,11 +129,11 @@ def test_helper_exits_when_its_crawler_is_gone() -> None:
     import subprocess
     import sys
 
-    from crawler.engine import parse_child
+    from crawler.engine import parse_child, parse_pool
 
     scope = Scope.build(CrawlSettings(), ["http://127.0.0.1:8000/"])
     child = subprocess.Popen(
-        [sys.executable, "-m", "crawler.engine.parse_child"],
+        [sys.executable, "-c", parse_pool.HELPER_MAIN],  # as the pool starts it
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )

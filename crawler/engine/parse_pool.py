@@ -33,6 +33,9 @@ from crawler.scope import Scope
 log = structlog.get_logger(__name__)
 
 START_TIMEOUT_S = 30.0
+# Not `-m crawler.engine.parse_child`: runpy needs the module's source, which a
+# compiled build (see setup.py) does not run from.
+HELPER_MAIN = "from crawler.engine.parse_child import main; main()"
 CLOSE_TIMEOUT_S = 5.0
 MAX_BATCH_PAGES = 32  # a batch is written at once when it reaches this many pages
 
@@ -69,8 +72,8 @@ class ParsePool:
                 process = await asyncio.wait_for(
                     asyncio.create_subprocess_exec(
                         sys.executable,
-                        "-m",
-                        "crawler.engine.parse_child",
+                        "-c",
+                        HELPER_MAIN,
                         stdin=asyncio.subprocess.PIPE,
                         stdout=asyncio.subprocess.PIPE,
                     ),

@@ -48,6 +48,7 @@ def new_frontier(conn: sqlite3.Connection) -> Frontier:
 # -- the one writer thread ---------------------------------------------------------
 
 
+@pytest.mark.patches_compiled
 async def test_every_call_runs_on_the_one_writer_thread(tmp_path: Path) -> None:
     store = store_open.create_crawl(tmp_path / "c.db", [], CrawlSettings())
     assert isinstance(store, sqlite_store.AsyncFrontier)
@@ -342,6 +343,7 @@ def test_a_merge_waits_while_the_frontier_is_dry_or_nearly_empty(
     assert links.fresh_rows(conn) == 0
 
 
+@pytest.mark.patches_compiled
 async def test_the_merge_is_the_writer_s_next_job_and_its_failure_the_next_call_s(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
