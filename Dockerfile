@@ -22,7 +22,8 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # A C compiler for the per-page path's modules, compiled by mypyc (setup.py);
-# the image that runs the service does not get it.
+# the image that runs the service does not get it. (-P below: the installed
+# package, not the sources in this folder.)
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \
@@ -34,7 +35,7 @@ COPY pyproject.toml setup.py README.md ./
 COPY migrations ./migrations
 COPY crawler ./crawler
 RUN /opt/venv/bin/pip install --no-cache-dir '.[postgres,service]' \
-    && /opt/venv/bin/python -c 'import crawler.scope; assert crawler.scope.__file__.endswith(".so")' \
+    && /opt/venv/bin/python -P -c 'import crawler.scope; assert crawler.scope.__file__.endswith(".so")' \
     && /opt/venv/bin/python -c 'from crawler.store import migrate; assert migrate.latest_version() > 0' \
     && /opt/venv/bin/python -c 'from crawler.service import dashboard; dashboard.load_static()'
 
