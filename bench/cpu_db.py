@@ -43,7 +43,8 @@ def main() -> int:
     with serve.Server(roots, kind="auto", workdir=run_dir / "server") as server:
         env = {**measure.loopback_env(), "PYTHONPATH": args.code}
         cmd = [
-            str(measure.VENV_BIN / "python"), "-m", "crawler.cli", "crawl", server.origins[0] + "/",
+            str(measure.VENV_BIN / "python"), "-P", "-m", "crawler.cli",
+            "crawl", server.origins[0] + "/",
             "--db", str(db), "-n", "-f", "json", "-o", str(run_dir / "report.json"),
             "--max-concurrency", "32", "--host-concurrency", "32",
         ]  # fmt: skip

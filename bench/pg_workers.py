@@ -164,6 +164,7 @@ def run_one(
     report = run_dir / f"report-w{workers}.json"
     cmd = [
         sys.executable,
+        "-P",  # the crawler on PYTHONPATH (bench/compiled.py), not the working directory's
         "-m",
         "crawler.cli",
         "crawl",

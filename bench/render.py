@@ -124,7 +124,7 @@ def _tree(root: int) -> dict[int, tuple[int, int, int, int]]:
 def run_once(base: str, pages: int, concurrency: int, workdir: Path) -> dict[str, object]:
     db = workdir / f"render-{concurrency}.db"
     command = [
-        str(PYTHON), "-m", "crawler.cli", "crawl", f"{base}/p/0", "--db", str(db),
+        str(PYTHON), "-P", "-m", "crawler.cli", "crawl", f"{base}/p/0", "--db", str(db),
         "--render", "--render-concurrency", str(concurrency), "-n", "-f", "json",
         "--max-retries", "0", "--no-robots",
     ]  # fmt: skip

@@ -48,7 +48,7 @@ def crawler_command(
 ) -> list[str]:
     """The crawl; with ``python``, run as ``python -m crawler.cli`` (another checkout's)."""
     return [
-        *([python, "-m", "crawler.cli"] if python else [str(VENV_BIN / "crawler")]),
+        *([python, "-P", "-m", "crawler.cli"] if python else [str(VENV_BIN / "crawler")]),
         "crawl",
         url,
         "--db",

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                 del commands["lychee"]
             if args.crawler_python:  # another checkout's crawler, in the same rounds
                 commands["crawler (other)"] = [
-                    args.crawler_python, "-m", "crawler.cli", *commands["crawler"][1:]
+                    args.crawler_python, "-P", "-m", "crawler.cli", *commands["crawler"][1:]
                 ]  # fmt: skip
             # Round by round, every tool once per round: a change of the machine's
             # load falls on all of them alike, so their ratios hold.

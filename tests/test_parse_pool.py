@@ -53,6 +53,26 @@ async def test_helper_finds_what_the_crawler_would(pool) -> None:
     assert {c.url for c in got.children} >= {"http://127.0.0.1:8000/docs/b/x.html"}
 
 
+async def test_a_helper_runs_the_installed_crawler_whatever_the_working_directory(
+    tmp_path, monkeypatch
+) -> None:
+    """A ``crawler/`` folder where the crawl was started (a checkout, a project of
+    that name) is not what the helper imports."""
+    decoy = tmp_path / "crawler"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise SystemExit('the decoy was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    scope = Scope.build(CrawlSettings(), ["http://127.0.0.1:8000/docs/"])
+    helpers = ParsePool(scope, include_fragments=True, processes=1)
+    await asyncio.wait_for(helpers.start(), BOUND_S)
+    try:
+        got = await asyncio.wait_for(helpers.parse(_row(), _page(["../b/x.html"])), BOUND_S)
+    finally:
+        await asyncio.wait_for(helpers.close(), BOUND_S)
+    assert got is not None, "the helper died: it imported the working directory's crawler"
+    assert [c.url for c in got.children][:1] == ["http://127.0.0.1:8000/docs/b/x.html"]
+
+
 async def test_a_lost_helper_hands_every_page_back(pool) -> None:
     helpers, _ = pool
     pending = [asyncio.ensure_future(helpers.parse(_row(), _page([f"/p{i}"]))) for i in range(50)]
@@ -133,7 +153,7 @@ def test_helper_exits_when_its_crawler_is_gone() -> None:
 
     scope = Scope.build(CrawlSettings(), ["http://127.0.0.1:8000/"])
     child = subprocess.Popen(
-        [sys.executable, "-c", parse_pool.HELPER_MAIN],  # as the pool starts it
+        [sys.executable, *parse_pool.HELPER_ARGS],  # as the pool starts it
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )

@@ -204,6 +204,29 @@ def test_a_killed_worker_loses_nothing(
     assert _repeated_paths(site) <= leased_by_victim
 
 
+def test_its_workers_run_the_installed_crawler_whatever_the_working_directory(
+    site: ThreadedSite, reference: dict[str, Any], tmp_path: Path
+) -> None:
+    """A ``crawler/`` folder where the crawl is started (a checkout, a project of
+    that name) is not what the worker processes import."""
+    decoy = tmp_path / "crawler"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise SystemExit('the decoy was imported')\n")
+    site.reset()
+    done = subprocess.run(
+        _crawl_args(site, tmp_path / "c.db", "--workers", "2"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=RUN_BOUND_S,
+        env=clean_env(),
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "decoy" not in done.stderr
+    assert _comparable(json.loads(done.stdout)) == _comparable(reference)
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():

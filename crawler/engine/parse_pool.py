@@ -34,8 +34,11 @@ log = structlog.get_logger(__name__)
 
 START_TIMEOUT_S = 30.0
 # Not `-m crawler.engine.parse_child`: runpy needs the module's source, which a
-# compiled build (see setup.py) does not run from.
+# compiled build (see setup.py) does not run from. `-P`: the working directory
+# is not put first on the path, so a `crawler/` folder there (a checkout, a
+# user's own project) is never imported in place of the crawler that runs.
 HELPER_MAIN = "from crawler.engine.parse_child import main; main()"
+HELPER_ARGS = ("-P", "-c", HELPER_MAIN)
 CLOSE_TIMEOUT_S = 5.0
 MAX_BATCH_PAGES = 32  # a batch is written at once when it reaches this many pages
 
@@ -72,8 +75,7 @@ class ParsePool:
                 process = await asyncio.wait_for(
                     asyncio.create_subprocess_exec(
                         sys.executable,
-                        "-c",
-                        HELPER_MAIN,
+                        *HELPER_ARGS,
                         stdin=asyncio.subprocess.PIPE,
                         stdout=asyncio.subprocess.PIPE,
                     ),

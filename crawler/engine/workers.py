@@ -25,6 +25,7 @@ def spawn(run: RunOptions, crawl_id: int, count: int) -> list[subprocess.Popen[b
     """Start ``count`` worker processes on this crawl."""
     command = [
         sys.executable,
+        "-P",  # the installed crawler, never a `crawler/` folder in the working directory
         "-m",
         "crawler.cli",
         "work",

@@ -17,8 +17,9 @@ def clean_env() -> dict[str, str]:
 
 
 def cli(*args: str | Path) -> list[str]:
-    """The command line of ``crawler ARGS`` with this interpreter."""
-    return [sys.executable, "-m", "crawler.cli", *map(str, args)]
+    """The command line of ``crawler ARGS`` with this interpreter (``-P``: the
+    installed crawler, whatever folder it runs in)."""
+    return [sys.executable, "-P", "-m", "crawler.cli", *map(str, args)]
 
 
 def run_cli(
