@@ -42,6 +42,9 @@ def build() -> Path:
     if python.exists() and stamp.exists() and stamp.read_text() == digest:
         return python
     shutil.rmtree(TARGET, ignore_errors=True)
+    # pip builds in the checkout's build/, whose earlier compiled modules would
+    # go into the wheel too (a module taken out of setup.py's list, say).
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     wheels = TARGET / "wheel"
     log(f"building the compiled wheel into {TARGET} (a minute or two)")
     subprocess.run(
