@@ -169,9 +169,7 @@ def main() -> None:
                   f"{server.kind} on loopback: client CPU and wall time per request")  # fmt: skip
             print(f"  {'request':<12} {'aiohttp us':>12} {'bare us':>10} {'aiohttp / bare':>15}")
             for mode in ("get", "head", "conditional"):
-                a_cpu, a_wall = run_client(
-                    [AIOHTTP_CLIENT, origin + "/p.html", mode, n, c], env
-                )
+                a_cpu, a_wall = run_client([AIOHTTP_CLIENT, origin + "/p.html", mode, n, c], env)
                 b_cpu, b_wall = run_client([BARE_CLIENT, host, port, "/p.html", mode, n, c], env)
                 per = 1e6 / args.requests
                 print(
