@@ -15,6 +15,7 @@ from crawler.models import LeasedUrl, UrlKind
 from crawler.outcome import parse_body
 from crawler.scope import Scope
 
+from kit.clikit import plant_decoy_crawler
 from kit.crawlkit import comparable, crawl
 from kit.sitekit import Page, page_html
 
@@ -58,9 +59,7 @@ async def test_a_helper_runs_the_installed_crawler_whatever_the_working_director
 ) -> None:
     """A ``crawler/`` folder where the crawl was started (a checkout, a project of
     that name) is not what the helper imports."""
-    decoy = tmp_path / "crawler"
-    decoy.mkdir()
-    (decoy / "__init__.py").write_text("raise SystemExit('the decoy was imported')\n")
+    plant_decoy_crawler(tmp_path)
     monkeypatch.chdir(tmp_path)
     scope = Scope.build(CrawlSettings(), ["http://127.0.0.1:8000/docs/"])
     helpers = ParsePool(scope, include_fragments=True, processes=1)

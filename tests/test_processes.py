@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from kit.clikit import clean_env, cli
+from kit.clikit import DECOY_SAYS, clean_env, cli, plant_decoy_crawler
 from kit.serve_site import ThreadedSite
 from kit.sitekit import Page, wait_until_sync
 
@@ -69,17 +69,24 @@ def _comparable(report: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def reference(site: ThreadedSite, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    db = tmp_path_factory.mktemp("ref") / "c.db"
-    done = subprocess.run(
-        _crawl_args(site, db),
+    done = _crawl(site, tmp_path_factory.mktemp("ref") / "c.db")
+    assert done.returncode == 2, done.stderr
+    return json.loads(done.stdout)
+
+
+def _crawl(
+    site: ThreadedSite, db: Path, *extra: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The crawl run to its end (bounded), its output captured."""
+    return subprocess.run(
+        _crawl_args(site, db, *extra),
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=RUN_BOUND_S,
         env=clean_env(),
         check=False,
     )
-    assert done.returncode == 2, done.stderr
-    return json.loads(done.stdout)
 
 
 def _repeated_paths(site: ThreadedSite) -> set[str]:
@@ -209,21 +216,11 @@ def test_its_workers_run_the_installed_crawler_whatever_the_working_directory(
 ) -> None:
     """A ``crawler/`` folder where the crawl is started (a checkout, a project of
     that name) is not what the worker processes import."""
-    decoy = tmp_path / "crawler"
-    decoy.mkdir()
-    (decoy / "__init__.py").write_text("raise SystemExit('the decoy was imported')\n")
+    plant_decoy_crawler(tmp_path)
     site.reset()
-    done = subprocess.run(
-        _crawl_args(site, tmp_path / "c.db", "--workers", "2"),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=RUN_BOUND_S,
-        env=clean_env(),
-        check=False,
-    )
+    done = _crawl(site, tmp_path / "c.db", "--workers", "2", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
-    assert "decoy" not in done.stderr
+    assert DECOY_SAYS not in done.stderr
     assert _comparable(json.loads(done.stdout)) == _comparable(reference)
 
 

@@ -22,6 +22,16 @@ def cli(*args: str | Path) -> list[str]:
     return [sys.executable, "-P", "-m", "crawler.cli", *map(str, args)]
 
 
+DECOY_SAYS = "the decoy crawler package was imported"
+
+
+def plant_decoy_crawler(folder: Path) -> None:
+    """A ``crawler/`` package in ``folder`` that fails when imported: a process
+    started there must import the installed crawler, not this."""
+    (folder / "crawler").mkdir()
+    (folder / "crawler" / "__init__.py").write_text(f"raise SystemExit({DECOY_SAYS!r})\n")
+
+
 def run_cli(
     *args: str | Path,
     cwd: Path,
