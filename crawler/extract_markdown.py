@@ -27,13 +27,9 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from crawler import extract
+from crawler import bare_urls, extract
 from crawler.models import Extracted, RawLink
 
-# A bare URL in prose: scheme to the first space or delimiter; trailing
-# punctuation of the sentence is cut afterwards (``_trim``).
-_BARE_URL = re.compile(r"\bhttps?://[^\s<>\"'`\[\]{}|\\^]+", re.IGNORECASE)
-_TRAILING = ".,:;!?*_~'\""
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _HEADING_ID = re.compile(r"\{[^{}#]*#([^\s{}]+)[^{}]*\}\s*$")  # attribute lists' {#id}
 _FOOTNOTE_LABEL = re.compile(r"^ {0,3}\[\^[^\]\s]+\]:", re.MULTILINE)
@@ -46,7 +42,7 @@ _VALUE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 PARSED_CHARS = 256_000
 # The scan: inline links and images ``](url``, reference definitions, bare URLs.
 _SCANNED = re.compile(
-    r"\]\(\s*<?([^\s()<>]+)|^ {0,3}\[[^\]\n]+\]:[ \t]*<?([^\s<>]+)|" + _BARE_URL.pattern,
+    r"\]\(\s*<?([^\s()<>]+)|^ {0,3}\[[^\]\n]+\]:[ \t]*<?([^\s<>]+)|" + bare_urls.BARE_URL.pattern,
     re.IGNORECASE | re.MULTILINE,
 )
 # Bounds that keep placing links linear on any text: occurrences inside longer
@@ -141,7 +137,7 @@ class _Reader:
         of reading code blocks as prose."""
         for match in _SCANNED.finditer(self.text, start):
             group = match.lastindex or 0
-            value = match.group(group) if group else _trim(match.group())
+            value = match.group(group) if group else bare_urls.trim(match.group())
             at = match.start(group) if group else match.start()
             self._append(value.strip(), "a", "href", at)
 
@@ -171,8 +167,8 @@ class _Reader:
             elif kind == "html_inline":
                 self._html(child.content, start)
             elif kind == "text" and not inside_link and "://" in child.content:
-                for match in _BARE_URL.finditer(child.content):
-                    self._add(_trim(match.group()), "a", "href", start)
+                for url, _ in bare_urls.find(child.content):
+                    self._add(url, "a", "href", start)
 
     def _html(self, html: str, start: int) -> None:
         if "=" not in html:  # no attribute, so no link and no id: a closing tag, <br>
@@ -237,22 +233,6 @@ class _Reader:
             return self.cursor
         index = lines[0]
         return self.line_starts[index] if index < len(self.line_starts) else len(self.text)
-
-
-def _trim(url: str) -> str:
-    """A bare URL without the sentence's punctuation after it; ``)`` only when unbalanced.
-
-    One pass from the end (a hostile URL may end in a hundred thousand of them).
-    """
-    end, opened, closed = len(url), url.count("("), url.count(")")
-    while end:
-        last = url[end - 1]
-        if last == ")" and opened < closed:
-            closed -= 1
-        elif last not in _TRAILING:
-            break
-        end -= 1
-    return url[:end]
 
 
 def github_slug(title: str) -> str:

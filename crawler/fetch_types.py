@@ -13,6 +13,10 @@ CSS_TYPES = ("text/css",)
 MARKDOWN_TYPES = ("text/markdown", "text/x-markdown")
 # Markdown's file extensions, as lychee reads them (mimetypes knows two of them).
 MARKDOWN_EXTENSIONS = (".md", ".markdown", ".mdown", ".mkd", ".mkdn", ".mdwn", ".mkdown", ".mdx")
+# Plain-text files whose URLs are read when named as inputs, as lychee reads them
+# (mimetypes knows some as text/*, others not at all).
+PLAIN_TEXT_EXTENSIONS = (".txt", ".text", ".rst", ".rest", ".adoc", ".asciidoc", ".org")
+_NOT_PLAIN = (*HTML_TYPES, *CSS_TYPES, *MARKDOWN_TYPES)
 
 
 @dataclass(slots=True)
@@ -74,6 +78,16 @@ class Fetched:
         if self.media_type != "text/plain":
             return False
         return urlsplit(url).path.lower().endswith(MARKDOWN_EXTENSIONS)
+
+    @property
+    def is_plain_text(self) -> bool:
+        """Is this text that is not HTML, CSS or Markdown (``notes.txt``, ``README.rst``)?
+
+        Its URLs are read only when it was named as an input (a seed), as lychee
+        reads any file it is given; a crawled site's text files are only checked.
+        """
+        media_type = self.media_type
+        return media_type.startswith("text/") and media_type not in _NOT_PLAIN
 
     @property
     def is_css(self) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from crawler import extract, positions
+from crawler import bare_urls, extract, positions
 from crawler.errors import FailureKind
 from crawler.fetch_types import MARKDOWN_EXTENSIONS, Fetched
 from crawler.models import Discovered, Extracted, LeasedUrl, Outcome, Result, ResultClass, UrlKind
@@ -65,9 +65,10 @@ def wants_parse(leased: LeasedUrl, fetched: Fetched, policy: Policy) -> bool:
     """Is this response's body parsed? The one place that decides it.
 
     An OK 2xx body of a page to crawl that is HTML or Markdown (its links) or
-    CSS (its references), or, when fragments are checked, any HTML or Markdown
-    (its anchors). The engine asks it to send a body to a parse helper;
-    ``build_outcome`` to parse one the engine did not.
+    CSS (its references), or plain text named as an input (its URLs), or, when
+    fragments are checked, any HTML or Markdown (its anchors). The engine asks
+    it to send a body to a parse helper; ``build_outcome`` to parse one the
+    engine did not.
     """
     if fetched.failure is not None or fetched.body is None:
         return False
@@ -75,7 +76,12 @@ def wants_parse(leased: LeasedUrl, fetched: Fetched, policy: Policy) -> bool:
     if not 200 <= status < 300 or status not in policy.accepted:
         return False
     if leased.kind == UrlKind.PAGE:
-        return fetched.is_html or fetched.is_css or fetched.markdown_at(leased.url)
+        return (
+            fetched.is_html
+            or fetched.is_css
+            or fetched.markdown_at(leased.url)
+            or (leased.depth == 0 and fetched.is_plain_text)
+        )
     return (fetched.is_html or fetched.markdown_at(leased.url)) and policy.include_fragments
 
 
@@ -86,8 +92,8 @@ def parse_body(
     include_fragments: bool,
     max_links: int | None = None,
 ) -> Parsed:
-    """The links (and anchors) of a fetched body: an HTML or Markdown page, or an in-scope
-    stylesheet.
+    """The links (and anchors) of a fetched body: an HTML or Markdown page, an in-scope
+    stylesheet, or a plain-text input.
 
     Pure and picklable in and out, so a helper process can run it
     (``crawler.engine.parse_pool``); ``build_outcome`` runs it inline
@@ -108,6 +114,31 @@ def parse_body(
             parsed.children = page_children(leased, extracted, encoding, fetched, scope, text)
     elif fetched.markdown_at(leased.url):
         parsed = markdown_parsed(leased, fetched, scope, include_fragments, max_links)
+    elif leased.depth == 0 and fetched.is_plain_text and leased.kind == UrlKind.PAGE:
+        parsed = plain_text_parsed(leased, fetched, scope, max_links)
+    return parsed
+
+
+def plain_text_parsed(
+    leased: LeasedUrl, fetched: Fetched, scope: Scope, max_links: int | None
+) -> Parsed:
+    """The URLs written in a plain-text input (``notes.txt``, ``README.rst``), each with
+    where it is written; no markup is read, so no relative link and no anchor."""
+    assert fetched.body is not None
+    text, _ = extract.decode_html(fetched.body, fetched.content_type)  # BOM, charset, else UTF-8
+    refs: list[tuple[str, str]] = []
+    offsets: list[int] = []
+    dropped = 0
+    for url, at in bare_urls.find(text):
+        if max_links is not None and len(refs) >= max_links:
+            dropped += 1
+            continue
+        refs.append((url, "a"))
+        offsets.append(at)
+    parsed = Parsed([], dropped=dropped)
+    if not _robots_nofollow(fetched.robots_tag):
+        children = _scoped(refs, leased.url, "utf-8", leased.depth + 1, scope)
+        parsed.children = _placed(children, offsets, text)
     return parsed
 
 

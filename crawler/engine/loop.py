@@ -473,13 +473,16 @@ class Engine:
                 return Outcome(leased=row, result=result)
             if previous is not None:  # a re-crawl asks "changed since?"
                 fetched = await self._fetcher.fetch_page(
-                    row.url, etag=previous.etag, last_modified=previous.last_modified
+                    row.url,
+                    etag=previous.etag,
+                    last_modified=previous.last_modified,
+                    seed=row.depth == 0,
                 )
                 if recrawl.is_not_modified(fetched):
                     self.stats.not_modified += 1
                     return recrawl.not_modified(row, previous, fetched, self._scope, self._policy)
             elif row.kind >= UrlKind.ANCHORS:
-                fetched = await self._fetcher.fetch_page(row.url)
+                fetched = await self._fetcher.fetch_page(row.url, seed=row.depth == 0)
                 self._shrink_memory(row.id, self._body_cost(fetched))
             else:
                 fetched = await self._fetcher.check(row.url, row.host)

@@ -52,7 +52,8 @@ RESOURCE_HEADERS = (
     "access-control-allow-headers",
     "access-control-expose-headers",
 )
-Read = Literal["none", "html", "any", "stream"]
+# "seed": a page named as an input, whose body is read when it is plain text too.
+Read = Literal["none", "html", "seed", "any", "stream"]
 Feed = Callable[[bytes], bool]  # takes a chunk of a streamed body; False: no more wanted
 
 
@@ -132,19 +133,29 @@ class Fetcher:
             cookies.save(self.jar, self._settings.cookie_jar)
 
     async def fetch_page(
-        self, url: str, *, etag: str | None = None, last_modified: str | None = None
+        self,
+        url: str,
+        *,
+        etag: str | None = None,
+        last_modified: str | None = None,
+        seed: bool = False,
     ) -> Fetched:
-        """GET a page; read its body (capped) when it is HTML or CSS and successful.
+        """GET a page; read its body (capped) when it is HTML, CSS or Markdown and successful.
 
-        With a validator the request is conditional (``If-None-Match``,
-        ``If-Modified-Since``): a ``304 Not Modified`` comes back without a body.
+        A ``seed`` (named as an input) is read when it is plain text too
+        (``notes.txt``, ``README.rst``): its URLs are checked, as lychee checks
+        any file it is given. With a validator the request is conditional
+        (``If-None-Match``, ``If-Modified-Since``): a ``304 Not Modified`` comes
+        back without a body.
         """
         conditional: dict[str, str] = {}
         if etag:
             conditional["If-None-Match"] = etag
         if last_modified:
             conditional["If-Modified-Since"] = last_modified
-        return await self._request("GET", url, read="html", conditional=conditional)
+        return await self._request(
+            "GET", url, read="seed" if seed else "html", conditional=conditional
+        )
 
     async def fetch_text(self, url: str) -> Fetched:
         """GET any document (robots.txt, a sitemap) and read it, capped."""
@@ -228,6 +239,7 @@ class Fetcher:
                 url,
                 method,
                 read_html=read != "none",
+                read_text=read == "seed",
                 cap=self._settings.max_body_bytes,
             )
         assert self._session is not None, "use Fetcher as an async context manager"
@@ -251,19 +263,23 @@ class Fetcher:
                 proxy=proxy,
             ) as response:
                 self._take_headers(response, fetched)
-                wanted = read == "any" or (
-                    read == "html"
-                    and (
-                        fetched.is_html
-                        or fetched.is_css
-                        or fetched.markdown_at(url)
-                        or fetched.is_untyped
+                wanted = (
+                    read == "any"
+                    or (
+                        read in ("html", "seed")
+                        and (
+                            fetched.is_html
+                            or fetched.is_css
+                            or fetched.markdown_at(url)
+                            or fetched.is_untyped
+                        )
                     )
+                    or (read == "seed" and fetched.is_plain_text)
                 )
                 if feed is not None and 200 <= response.status < 300:
                     fetched.size, fetched.truncated = await _feed_body(response, feed, cap)
                 elif wanted and 200 <= response.status < 300:
-                    await self._read_capped(response, fetched, sniff=read == "html")
+                    await self._read_capped(response, fetched, sniff=read in ("html", "seed"))
         except Exception as exc:  # every failure becomes data on the link
             fetched.failure, fetched.error = classify_exception(exc)
             fetched.body = None

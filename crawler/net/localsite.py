@@ -25,7 +25,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from crawler import urls
 from crawler.errors import InvalidURLError, UsageError
-from crawler.fetch_types import MARKDOWN_EXTENSIONS, Fetched
+from crawler.fetch_types import MARKDOWN_EXTENSIONS, PLAIN_TEXT_EXTENSIONS, Fetched
 from crawler.patterns import Pattern, compile_pattern
 
 if TYPE_CHECKING:
@@ -216,8 +216,11 @@ def is_unread(root: Path, path: Path, unread: tuple[Pattern, ...]) -> bool:
 
 def media_type(path: Path) -> str:
     """The type a file is served as: by its extension, Markdown's included."""
-    if path.suffix.lower() in MARKDOWN_EXTENSIONS:
+    suffix = path.suffix.lower()
+    if suffix in MARKDOWN_EXTENSIONS:
         return "text/markdown"
+    if suffix in PLAIN_TEXT_EXTENSIONS:
+        return "text/plain"
     media, _ = mimetypes.guess_type(path.name)
     return media or "application/octet-stream"
 
@@ -250,8 +253,10 @@ def file_for(root: Path, url: str) -> Path | None:
     return LocalSite.build(root).file_for(url)
 
 
-async def fetch(site: LocalSite, url: str, method: str, *, read_html: bool, cap: int) -> Fetched:
-    """Answer a request for a local URL from the file system."""
+async def fetch(
+    site: LocalSite, url: str, method: str, *, read_html: bool, read_text: bool, cap: int
+) -> Fetched:
+    """Answer a request for a local URL from the file system; ``read_text``: plain text too."""
     started = time.monotonic()
     fetched = Fetched(method=method)
     found = await asyncio.to_thread(site.file_for, url)
@@ -262,7 +267,12 @@ async def fetch(site: LocalSite, url: str, method: str, *, read_html: bool, cap:
         is_folder = found.is_dir()  # a source tree's folder (``LocalSite.folders``)
         fetched.content_type = FOLDER_TYPE if is_folder else media_type(found)
         fetched.size = 0 if is_folder else found.stat().st_size
-        readable = fetched.is_html or fetched.is_css or fetched.is_markdown
+        readable = (
+            fetched.is_html
+            or fetched.is_css
+            or fetched.is_markdown
+            or (read_text and fetched.is_plain_text)
+        )
         if read_html and method == "GET" and readable and site.reads(found):
             data = await asyncio.to_thread(_read_capped, found, cap)
             fetched.body = data
