@@ -99,6 +99,11 @@ class LeasedUrl:
     hop: int
     attempts: int
 
+    @property
+    def is_seed(self) -> bool:
+        """Was this URL named as an input (or listed by a sitemap), not found on a page?"""
+        return self.depth == 0
+
 
 @dataclass(slots=True)
 class Result:

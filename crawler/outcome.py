@@ -80,7 +80,7 @@ def wants_parse(leased: LeasedUrl, fetched: Fetched, policy: Policy) -> bool:
             fetched.is_html
             or fetched.is_css
             or fetched.markdown_at(leased.url)
-            or (leased.depth == 0 and fetched.is_plain_text)
+            or _reads_as_text(leased, fetched)
         )
     return (fetched.is_html or fetched.markdown_at(leased.url)) and policy.include_fragments
 
@@ -114,9 +114,15 @@ def parse_body(
             parsed.children = page_children(leased, extracted, encoding, fetched, scope, text)
     elif fetched.markdown_at(leased.url):
         parsed = markdown_parsed(leased, fetched, scope, include_fragments, max_links)
-    elif leased.depth == 0 and fetched.is_plain_text and leased.kind == UrlKind.PAGE:
+    elif _reads_as_text(leased, fetched):
         parsed = plain_text_parsed(leased, fetched, scope, max_links)
     return parsed
+
+
+def _reads_as_text(leased: LeasedUrl, fetched: Fetched) -> bool:
+    """Is this plain text named as an input, whose URLs are read? (A crawled site's
+    text files are only checked.)"""
+    return leased.kind == UrlKind.PAGE and leased.is_seed and fetched.is_plain_text
 
 
 def plain_text_parsed(

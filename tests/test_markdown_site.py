@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from kit.clikit import run_cli
+from kit.clikit import broken_locations, run_cli
 from kit.realsites import BehaviourServer, ThreadedBehaviour
 
 DOC = "# Doc\n\nOn to [the child](/child.html) and [a dead end](/gone).\n"
@@ -74,14 +74,6 @@ def check_repo(server: BehaviourServer, tmp_path: Path, *args: str) -> tuple[Pat
     result = run_cli("crawl", *args, "--db", tmp_path / "c.db", "-n", "-f", "json", cwd=repo)
     assert result.returncode == 2, result.stderr
     return repo, json.loads(result.stdout)
-
-
-def broken_locations(report: dict[str, Any]) -> set[tuple[str, str, int, int]]:
-    return {
-        (entry["url"], where["source"], where["line"], where["column"])
-        for entry in report["broken"]
-        for where in entry["locations"]
-    }
 
 
 def place(path: Path, needle: str) -> tuple[int, int]:

@@ -22,7 +22,7 @@ from crawler.models import LeasedUrl, UrlKind
 from crawler.outcome import plain_text_parsed
 from crawler.scope import Scope
 
-from kit.clikit import run_cli
+from kit.clikit import broken_locations, run_cli
 from kit.realsites import BehaviourServer, ThreadedBehaviour
 
 
@@ -45,19 +45,12 @@ def server() -> Iterator[BehaviourServer]:
         yield running
 
 
-def crawl(cwd: Path, *args: str | Path) -> dict[str, Any]:
-    result = run_cli("crawl", *args, "--db", cwd / "c.db", "-n", "-f", "json", cwd=cwd)
-    assert result.returncode == 2, result.stderr  # every input here has a broken URL
+def crawl(cwd: Path, *args: str | Path, db: str = "c.db", exits: int = 2) -> dict[str, Any]:
+    """``crawler crawl ARGS -f json`` in ``cwd``, its exit code checked: its report."""
+    result = run_cli("crawl", *args, "--db", cwd / db, "-n", "-f", "json", cwd=cwd)
+    assert result.returncode == exits, result.stderr
     report: dict[str, Any] = json.loads(result.stdout)
     return report
-
-
-def locations(report: dict[str, Any]) -> set[tuple[str, str, int, int]]:
-    return {
-        (entry["url"], where["source"], where["line"], where["column"])
-        for entry in report["broken"]
-        for where in entry["locations"]
-    }
 
 
 def test_the_urls_of_text_files_named_as_inputs_are_checked_where_they_are_written(
@@ -73,7 +66,7 @@ def test_the_urls_of_text_files_named_as_inputs_are_checked_where_they_are_writt
         encoding="utf-8",
     )
     report = crawl(tmp_path, "notes.txt", "README.rst")
-    assert locations(report) == {
+    assert broken_locations(report) == {
         (f"{origin}/gone", "notes.txt", 3, 3),
         (f"{origin}/gone-rst", "README.rst", 4, len(f"The `guide <{origin}/guide>`_ and ") + 1),
     }
@@ -91,11 +84,7 @@ def test_a_text_url_given_as_input_is_read_and_one_only_reached_is_only_checked(
     assert server.count("/listed") == 1
 
     server.arrivals.clear()
-    result = run_cli(
-        "crawl", server.url("/index.html"), "--db", tmp_path / "d.db", "-n", "-f", "json",
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    crawl(tmp_path, server.url("/index.html"), db="d.db", exits=0)
     assert server.count("/list.txt") == 1
     assert server.count("/listed") == 0  # a text file the crawl reached: checked, not read
 

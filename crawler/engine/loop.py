@@ -476,13 +476,13 @@ class Engine:
                     row.url,
                     etag=previous.etag,
                     last_modified=previous.last_modified,
-                    seed=row.depth == 0,
+                    seed=row.is_seed,
                 )
                 if recrawl.is_not_modified(fetched):
                     self.stats.not_modified += 1
                     return recrawl.not_modified(row, previous, fetched, self._scope, self._policy)
             elif row.kind >= UrlKind.ANCHORS:
-                fetched = await self._fetcher.fetch_page(row.url, seed=row.depth == 0)
+                fetched = await self._fetcher.fetch_page(row.url, seed=row.is_seed)
                 self._shrink_memory(row.id, self._body_cost(fetched))
             else:
                 fetched = await self._fetcher.check(row.url, row.host)

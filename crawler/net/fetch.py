@@ -263,19 +263,7 @@ class Fetcher:
                 proxy=proxy,
             ) as response:
                 self._take_headers(response, fetched)
-                wanted = (
-                    read == "any"
-                    or (
-                        read in ("html", "seed")
-                        and (
-                            fetched.is_html
-                            or fetched.is_css
-                            or fetched.markdown_at(url)
-                            or fetched.is_untyped
-                        )
-                    )
-                    or (read == "seed" and fetched.is_plain_text)
-                )
+                wanted = _wants_body(read, fetched, url)
                 if feed is not None and 200 <= response.status < 300:
                     fetched.size, fetched.truncated = await _feed_body(response, feed, cap)
                 elif wanted and 200 <= response.status < 300:
@@ -352,6 +340,22 @@ class Fetcher:
             fetched.truncated = not response.content.at_eof()
         fetched.body = b"".join(chunks)
         fetched.size = size
+
+
+def _wants_body(read: Read, fetched: Fetched, url: str) -> bool:
+    """Is this answer's body read? Any for ``any``; a page's when it may hold links
+    (an untyped one is sniffed), a seed's when it is plain text too."""
+    if read == "any":
+        return True
+    if read not in ("html", "seed"):
+        return False
+    return (
+        fetched.is_html
+        or fetched.is_css
+        or fetched.markdown_at(url)
+        or fetched.is_untyped
+        or (read == "seed" and fetched.is_plain_text)
+    )
 
 
 async def _feed_body(response: aiohttp.ClientResponse, feed: Feed, cap: int) -> tuple[int, bool]:

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 RUN_TIMEOUT_S = 60.0
 
@@ -20,6 +21,15 @@ def cli(*args: str | Path) -> list[str]:
     """The command line of ``crawler ARGS`` with this interpreter (``-P``: the
     installed crawler, whatever folder it runs in)."""
     return [sys.executable, "-P", "-m", "crawler.cli", *map(str, args)]
+
+
+def broken_locations(report: dict[str, Any]) -> set[tuple[str, str, int, int]]:
+    """(broken URL, source, line, column) of every place a JSON report names."""
+    return {
+        (entry["url"], where["source"], where["line"], where["column"])
+        for entry in report["broken"]
+        for where in entry["locations"]
+    }
 
 
 DECOY_SAYS = "the decoy crawler package was imported"
