@@ -110,20 +110,23 @@ from crawler.net import tls
 from crawler.net.fetch import Fetcher
 import aiohttp.connector as connector
 
-def loaded():
-    return connector._SSL_CONTEXT_VERIFIED.cert_store_stats()["x509_ca"]
+def loaded(fetcher):
+    own = fetcher._pool._tls  # the crawl's own connections' context, made at the first https
+    own = None if own is None else own.cert_store_stats()["x509_ca"]
+    return [own, connector._SSL_CONTEXT_VERIFIED.cert_store_stats()["x509_ca"]]
 
 with socket.socket() as probe:  # a loopback port nothing listens on
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
-seen = {"imported": [tls.deferred(), loaded()]}
+seen = {"imported": tls.deferred()}
 
 async def main():
     async with Fetcher(CrawlSettings(max_retries=0)) as fetcher:
+        seen["opened"] = [tls.deferred(), *loaded(fetcher)]
         plain = await fetcher.check(f"http://127.0.0.1:{port}/", f"127.0.0.1:{port}")
-        seen["after http"] = [tls.deferred(), loaded(), plain.failure]
+        seen["after http"] = [tls.deferred(), *loaded(fetcher), plain.failure]
         secure = await fetcher.check(f"https://127.0.0.1:{port}/", f"127.0.0.1:{port}")
-        seen["after https"] = [tls.deferred(), loaded(), secure.failure]
+        seen["after https"] = [tls.deferred(), *loaded(fetcher), secure.failure]
 
 asyncio.run(main())
 seen["system"] = ssl.create_default_context().cert_store_stats()["x509_ca"]
@@ -134,17 +137,19 @@ print(json.dumps(seen))
 def test_the_ca_store_is_read_at_the_first_tls_connection_not_at_import() -> None:
     """A crawl on http never reads the CA store; the first https request reads it first.
 
-    Both requests go to a closed loopback port: aiohttp picks the TLS context
-    before it connects, so the refused connection still shows which was read.
+    Both requests go to a closed loopback port: the TLS context is made before
+    the connection is tried, so the refused connection still shows which was
+    read. aiohttp's own contexts (for requests through a proxy) stay unread.
     """
     done = subprocess.run(
         [sys.executable, "-c", TLS_PROBE], capture_output=True, text=True, timeout=60, check=True
     )
     seen = json.loads(done.stdout.strip().splitlines()[-1])
 
-    assert seen["imported"] == [2, 0]  # aiohttp's two default contexts, neither loaded
-    assert seen["after http"] == [2, 0, "connection"]
-    assert seen["after https"] == [0, seen["system"], "connection"]
+    assert seen["imported"] == 2  # aiohttp's two default contexts, neither loaded
+    assert seen["opened"] == [2, None, 0]
+    assert seen["after http"] == [2, None, 0, "connection"]
+    assert seen["after https"] == [2, seen["system"], 0, "connection"]
 
 
 EXIT_PROBE = """

@@ -1,4 +1,9 @@
-"""The one place that talks HTTP: an aiohttp session and a few small functions.
+"""The one place that talks HTTP: the crawl's own client, aiohttp for proxies, a few functions.
+
+A request goes over the crawl's own HTTP/1.1 connections (``crawler.net.pool``,
+a tenth of aiohttp's CPU per request) unless ``HTTP_PROXY``/``HTTPS_PROXY``
+sends it through a proxy, which aiohttp's session speaks to; both answers are
+read by the same code (``Response``).
 
 Pages are fetched with GET and the same response's body is handed to the
 parser (never a second request); a page sent without a Content-Type is read
@@ -19,10 +24,11 @@ import base64
 import ssl
 import time
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import Literal, Protocol
 
 import aiohttp
 from aiohttp.resolver import DefaultResolver
@@ -32,7 +38,10 @@ from crawler.config import DEFAULT_MAX_COOKIES_PER_HOST, CrawlSettings
 from crawler.errors import FailureKind
 from crawler.fetch_types import Fetched
 from crawler.net import cookies, localsite
+from crawler.net.heads import RequestHeads, host_header
+from crawler.net.http1 import ResponseError
 from crawler.net.missing_names import MissingNames
+from crawler.net.pool import ConnectFailed, ConnectionPool, NameNotResolved, origin_key
 from crawler.net.resolver import AddressGuard
 from crawler.netguard import PrivateAddressError, parse_networks
 from crawler.patterns import compile_pattern
@@ -44,6 +53,8 @@ __all__ = ["Fetched", "Fetcher", "classify_exception"]
 READ_CHUNK = 64 * 1024
 # Hosts remembered as answering HEAD otherwise than GET (beyond this, forgotten).
 MAX_HEAD_UNRELIABLE_HOSTS = 100_000
+# The schemes sent over the crawl's own connections (crawler.net.pool) unless proxied.
+_DIRECT = frozenset({"http", "https"})
 POLICY_HEADERS = ("cf-mitigated", "server")
 # What a browser needs of the answers to a rendered page's requests (``--render``).
 RESOURCE_HEADERS = (
@@ -57,13 +68,44 @@ Read = Literal["none", "html", "seed", "any", "stream"]
 Feed = Callable[[bytes], bool]  # takes a chunk of a streamed body; False: no more wanted
 
 
+class Body(Protocol):
+    """The reading calls of an answer's body (aiohttp's ``StreamReader``, ``http1.Answer``)."""
+
+    async def read(self, n: int = -1) -> bytes: ...
+    def at_eof(self) -> bool: ...
+    def iter_chunked(self, n: int) -> AsyncIterator[bytes]: ...
+
+
+class Headers(Protocol):
+    def get(self, key: str, /) -> str | None: ...
+
+
+class Response(Protocol):
+    """What the fetcher reads of an answer, whichever client brought it."""
+
+    @property
+    def status(self) -> int: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def headers(self) -> Headers: ...
+    @property
+    def content_length(self) -> int | None: ...
+    @property
+    def content(self) -> Body: ...
+
+
 class Fetcher:
-    """An aiohttp session configured from the settings; an async context manager."""
+    """The crawl's connections and aiohttp session, configured from the settings.
+
+    An async context manager."""
 
     def __init__(self, settings: CrawlSettings, *, local_root: Path | None = None) -> None:
         self._settings = settings
         self._local = localsite.LocalSite.build(local_root, settings) if local_root else None
         self._session: aiohttp.ClientSession | None = None
+        self._pool: ConnectionPool | None = None
+        self._heads = RequestHeads({"User-Agent": settings.user_agent, **settings.headers})
         self._resolver: MissingNames | None = None
         # The crawl's cookies; with --no-cookies only those of --cookie-jar, if any.
         self.jar: cookies.CrawlJar | None = None
@@ -115,6 +157,9 @@ class Fetcher:
             # proxies are taken from the environment once, in _proxy, instead.
             trust_env=False,
         )
+        self._pool = ConnectionPool(
+            self._resolver, limit=settings.max_concurrency, verify_tls=not settings.insecure
+        )
         return self
 
     async def __aexit__(
@@ -123,6 +168,9 @@ class Fetcher:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -255,24 +303,79 @@ class Fetcher:
             proxy = self._proxy(target)
             if self._guard is not None:  # every request the crawler makes passes here
                 await self._guard.check(target, via_proxy=proxy is not None)
-            async with self._session.request(
-                method,
-                target,
-                allow_redirects=False,
-                headers=headers,
-                proxy=proxy,
-            ) as response:
-                self._take_headers(response, fetched)
-                wanted = _wants_body(read, fetched, url)
-                if feed is not None and 200 <= response.status < 300:
-                    fetched.size, fetched.truncated = await _feed_body(response, feed, cap)
-                elif wanted and 200 <= response.status < 300:
-                    await self._read_capped(response, fetched, sniff=read in ("html", "seed"))
+            if proxy is None and self._pool is not None and target.scheme in _DIRECT:
+                await self._exchange(method, target, headers, fetched, read, feed, cap)
+            else:
+                async with self._session.request(
+                    method,
+                    target,
+                    allow_redirects=False,
+                    headers=headers,
+                    proxy=proxy,
+                ) as response:
+                    await self._read_answer(response, fetched, read, feed, cap, url)
         except Exception as exc:  # every failure becomes data on the link
             fetched.failure, fetched.error = classify_exception(exc)
             fetched.body = None
         fetched.elapsed_ms = int((time.monotonic() - started) * 1000)
         return fetched
+
+    async def _exchange(
+        self,
+        method: str,
+        target: URL,
+        headers: dict[str, str] | None,
+        fetched: Fetched,
+        read: Read,
+        feed: Feed | None,
+        cap: int,
+    ) -> None:
+        """A request without a proxy: over the crawl's own connections (``crawler.net.pool``)."""
+        assert self._pool is not None
+        host = target.raw_host
+        if not host:
+            raise aiohttp.InvalidURL(target)
+        scheme, port = target.scheme, target.port
+        if self.jar is not None:
+            headers = self._with_cookies(target, headers)
+        request = self._heads.build(
+            method, target.raw_path_qs, host_header(scheme, host, port), headers
+        )
+        async with asyncio.timeout(self._settings.timeout_s):
+            async with self._pool.exchange(
+                origin_key(scheme, host, port), request, head=method == "HEAD"
+            ) as answer:
+                if self.jar is not None and answer.set_cookies:
+                    _keep_cookies(self.jar, answer.set_cookies, target)
+                await self._read_answer(answer, fetched, read, feed, cap, str(target))
+
+    def _with_cookies(self, target: URL, headers: dict[str, str] | None) -> dict[str, str] | None:
+        """The request's headers with the jar's cookies for ``target`` (after any given ones)."""
+        assert self.jar is not None
+        jar = self.jar.filter_cookies(target)
+        if not jar:
+            return headers
+        pairs = "; ".join(f"{name}={morsel.coded_value}" for name, morsel in jar.items())
+        given = next((v for k, v in (headers or {}).items() if k.lower() == "cookie"), None)
+        return {**(headers or {}), "Cookie": f"{given}; {pairs}" if given else pairs}
+
+    async def _read_answer(
+        self,
+        response: Response,
+        fetched: Fetched,
+        read: Read,
+        feed: Feed | None,
+        cap: int,
+        url: str,
+    ) -> None:
+        """Take the answer's headers, and its body when it is wanted."""
+        self._take_headers(response, fetched)
+        if not 200 <= response.status < 300:
+            return
+        if feed is not None:
+            fetched.size, fetched.truncated = await _feed_body(response, feed, cap)
+        elif _wants_body(read, fetched, url):
+            await self._read_capped(response, fetched, sniff=read in ("html", "seed"))
 
     def _proxy(self, parsed: URL) -> URL | None:
         """The proxy for this URL from HTTP(S)_PROXY, unless NO_PROXY covers its host."""
@@ -298,25 +401,23 @@ class Fetcher:
         return headers or None
 
     @staticmethod
-    def _take_headers(response: aiohttp.ClientResponse, fetched: Fetched) -> None:
+    def _take_headers(response: Response, fetched: Fetched) -> None:
         fetched.status = response.status
         fetched.reason = response.reason
-        headers = response.headers
-        fetched.content_type = headers.get("Content-Type")
-        fetched.location = headers.get("Location")
-        fetched.retry_after = headers.get("Retry-After")
-        fetched.robots_tag = headers.get("X-Robots-Tag")
+        headers = response.headers  # lower-case names: both clients' lookups take them
+        fetched.content_type = headers.get("content-type")
+        fetched.location = headers.get("location")
+        fetched.retry_after = headers.get("retry-after")
+        fetched.robots_tag = headers.get("x-robots-tag")
         fetched.size = response.content_length
-        fetched.etag = headers.get("ETag")
-        fetched.last_modified = headers.get("Last-Modified")
+        fetched.etag = headers.get("etag")
+        fetched.last_modified = headers.get("last-modified")
         for name in (*POLICY_HEADERS, *RESOURCE_HEADERS):
             value = headers.get(name)
             if value is not None:
                 fetched.headers[name] = value
 
-    async def _read_capped(
-        self, response: aiohttp.ClientResponse, fetched: Fetched, *, sniff: bool
-    ) -> None:
+    async def _read_capped(self, response: Response, fetched: Fetched, *, sniff: bool) -> None:
         """Read the body up to ``--max-body-bytes``; an untyped one only if it sniffs as HTML."""
         cap = self._settings.max_body_bytes
         chunks: list[bytes] = []
@@ -342,6 +443,20 @@ class Fetcher:
         fetched.size = size
 
 
+def _keep_cookies(jar: cookies.CrawlJar, headers: list[str], url: URL) -> None:
+    """Give the jar an answer's ``Set-Cookie`` headers, as aiohttp's session does."""
+    if hasattr(jar, "update_cookies_from_headers"):  # aiohttp 3.12 and later
+        jar.update_cookies_from_headers(headers, url)
+        return
+    parsed: SimpleCookie = SimpleCookie()
+    for header in headers:
+        try:
+            parsed.load(header)
+        except CookieError:
+            continue  # one bad cookie does not lose the others
+    jar.update_cookies(parsed, url)
+
+
 def _wants_body(read: Read, fetched: Fetched, url: str) -> bool:
     """Is this answer's body read? Any for ``any``; a page's when it may hold links
     (an untyped one is sniffed), a seed's when it is plain text too."""
@@ -358,7 +473,7 @@ def _wants_body(read: Read, fetched: Fetched, url: str) -> bool:
     )
 
 
-async def _feed_body(response: aiohttp.ClientResponse, feed: Feed, cap: int) -> tuple[int, bool]:
+async def _feed_body(response: Response, feed: Feed, cap: int) -> tuple[int, bool]:
     """Hand the body to ``feed`` until it ends, ``feed`` declines, or ``cap``: (size, capped)."""
     size = 0
     async for chunk in response.content.iter_chunked(READ_CHUNK):
@@ -380,6 +495,12 @@ def classify_exception(exc: BaseException) -> tuple[FailureKind, str]:
         return FailureKind.TIMEOUT, "timed out"
     if isinstance(exc, aiohttp.InvalidURL):
         return FailureKind.INVALID_URL, f"invalid URL: {text}"
+    if isinstance(exc, NameNotResolved):
+        return FailureKind.DNS, f"DNS lookup failed: {text}"
+    if isinstance(exc, ConnectFailed):
+        return FailureKind.CONNECTION, text
+    if isinstance(exc, ResponseError):
+        return FailureKind.INVALID_RESPONSE, f"invalid response: {text}"
     dns_error = getattr(aiohttp, "ClientConnectorDNSError", None)
     if dns_error is not None and isinstance(exc, dns_error):
         return FailureKind.DNS, f"DNS lookup failed: {text}"

@@ -1,0 +1,211 @@
+"""Connections kept alive, names looked up once, TLS: what ``crawler.net.http1`` needs around it.
+
+``ConnectionPool.exchange`` sends one request and yields its ``Answer``;
+leaving it gives the connection back when its answer ended cleanly and
+closes it otherwise (a body left unread, an error, a timeout). It keeps what
+aiohttp's connector gave the crawl:
+
+- at most ``limit`` requests at once, and as many idle connections, the
+  least recently used closed first; an idle one is not reused after
+  ``KEEPALIVE_S`` (servers close theirs about then);
+- a request whose reused connection turns out closed before a byte of the
+  answer came back (the server's keep-alive timeout raced ours) is sent
+  again once, on a new connection: GET and HEAD are safe to repeat;
+- names resolved through the crawl's resolver (the private-address guard
+  and the memo of missing names wrap it), answers kept ``DNS_TTL_S``,
+  concurrent lookups of one name made once; an IP literal is not looked up;
+- each resolved address tried in turn; TLS verified with the system's CA
+  store (loaded at the first TLS connection), or not at all (``--insecure``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import ssl
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from crawler.net.heads import DEFAULT_PORTS
+from crawler.net.http1 import Answer, Connection, Disconnected
+
+KEEPALIVE_S = 15.0
+DNS_TTL_S = 300.0
+# Names whose answers are kept at most; the memo is emptied when full (forgetting costs a lookup).
+MAX_NAMES = 10_000
+
+Key = tuple[str, str, int]  # (scheme, host, port)
+Name = tuple[str, int]  # (host, port)
+
+
+class ConnectFailed(ConnectionError):
+    """No address of the host accepted a connection."""
+
+    def __init__(self, host: str, port: int, cause: OSError) -> None:
+        super().__init__(f"cannot connect to {host}:{port}: {cause.strerror or cause}")
+        self.host, self.port, self.cause = host, port, cause
+
+
+class NameNotResolved(OSError):
+    """The host's name did not resolve (``socket.gaierror`` underneath)."""
+
+    def __init__(self, host: str, cause: OSError) -> None:
+        super().__init__(f"{host}: {cause.strerror or cause}")
+
+
+class ConnectionPool:
+    """Keep-alive HTTP/1.1 connections by (scheme, host, port); see the module docstring."""
+
+    def __init__(self, resolver: AbstractResolver, *, limit: int, verify_tls: bool) -> None:
+        self._resolver = resolver
+        self._limit = max(1, limit)
+        self._slots = asyncio.Semaphore(self._limit)
+        self._verify_tls = verify_tls
+        self._tls: ssl.SSLContext | None = None
+        self._idle: dict[Key, list[Connection]] = {}
+        self._idle_order: OrderedDict[Connection, Key] = OrderedDict()
+        self._names: dict[Name, tuple[float, list[ResolveResult]]] = {}
+        self._lookups: dict[Name, asyncio.Future[list[ResolveResult]]] = {}
+        self._busy: set[Connection] = set()
+
+    @asynccontextmanager
+    async def exchange(self, key: Key, request: bytes, *, head: bool) -> AsyncIterator[Answer]:
+        """Send ``request`` to ``key``'s origin; the answer, its headers read."""
+        async with self._slots:
+            connection = await self._answered(key, request, head=head)
+            try:
+                yield Answer(connection, head=head)
+            finally:
+                self._busy.discard(connection)
+                if connection.reusable:
+                    self._keep(key, connection)
+                else:
+                    connection.close()
+
+    async def close(self) -> None:
+        for connection in [*self._idle_order, *self._busy]:
+            connection.close()
+        self._idle.clear()
+        self._idle_order.clear()
+        self._busy.clear()
+
+    async def _answered(self, key: Key, request: bytes, *, head: bool) -> Connection:
+        """A connection whose answer's headers came (sent again once after a keep-alive race)."""
+        connection, reused = self._reuse(key), True
+        if connection is None:
+            connection, reused = await self._connect(key), False
+        while True:
+            self._busy.add(connection)
+            try:
+                connection.send(request, head=head)
+                await connection.answer()
+                return connection
+            except Disconnected as exc:
+                self._busy.discard(connection)
+                connection.close()
+                if not reused or exc.answered:
+                    raise
+            except BaseException:
+                self._busy.discard(connection)
+                connection.close()
+                raise
+            connection, reused = await self._connect(key), False
+
+    def _reuse(self, key: Key) -> Connection | None:
+        idle = self._idle.get(key)
+        now = time.monotonic()
+        while idle:
+            connection = idle.pop()
+            del self._idle_order[connection]
+            if not connection.closed and now - connection.idle_since < KEEPALIVE_S:
+                return connection
+            connection.close()
+        return None
+
+    def _keep(self, key: Key, connection: Connection) -> None:
+        connection.idle_since = time.monotonic()
+        self._idle.setdefault(key, []).append(connection)
+        self._idle_order[connection] = key
+        if len(self._idle_order) > self._limit:
+            oldest, its_key = self._idle_order.popitem(last=False)
+            idle = self._idle[its_key]
+            idle.remove(oldest)
+            if not idle:
+                del self._idle[its_key]
+            oldest.close()
+
+    async def _connect(self, key: Key) -> Connection:
+        scheme, host, port = key
+        loop = asyncio.get_running_loop()
+        tls = self._tls_context() if scheme == "https" else None
+        last: OSError | None = None
+        for address in await self._addresses(host, port):
+            try:
+                _, connection = await loop.create_connection(
+                    lambda: Connection(loop),
+                    str(address["host"]),
+                    int(address["port"]),
+                    family=address["family"],
+                    proto=address["proto"],
+                    flags=address["flags"],
+                    ssl=tls,
+                    server_hostname=host if tls is not None else None,
+                )
+            except ssl.SSLError:
+                raise  # a certificate the next address would present too
+            except OSError as exc:
+                last = exc
+                continue
+            return connection
+        raise ConnectFailed(host, port, last or OSError("no address"))
+
+    async def _addresses(self, host: str, port: int) -> list[ResolveResult]:
+        bare = host.split("%", 1)[0]
+        try:
+            literal = ipaddress.ip_address(bare)
+        except ValueError:
+            return await self._resolve(host, port)
+        family = socket.AF_INET6 if literal.version == 6 else socket.AF_INET
+        return [ResolveResult(hostname=host, host=host, port=port, family=family, proto=0, flags=0)]
+
+    async def _resolve(self, host: str, port: int) -> list[ResolveResult]:
+        name: Name = (host, port)
+        known = self._names.get(name)
+        if known is not None and time.monotonic() < known[0]:
+            return known[1]
+        lookup = self._lookups.get(name)
+        if lookup is None:
+            lookup = asyncio.ensure_future(self._resolver.resolve(host, port, socket.AF_UNSPEC))
+            self._lookups[name] = lookup
+            lookup.add_done_callback(lambda done: self._looked_up(name, done))
+        try:
+            return await asyncio.shield(lookup)  # a waiter's timeout ends its wait, not the lookup
+        except socket.gaierror as exc:
+            raise NameNotResolved(host, exc) from exc
+
+    def _looked_up(self, name: Name, lookup: asyncio.Future[list[ResolveResult]]) -> None:
+        """Keep a lookup's answer (a failure is retrieved here, and not kept)."""
+        self._lookups.pop(name, None)
+        if not lookup.cancelled() and lookup.exception() is None:
+            if len(self._names) >= MAX_NAMES:
+                self._names.clear()
+            self._names[name] = (time.monotonic() + DNS_TTL_S, lookup.result())
+
+    def _tls_context(self) -> ssl.SSLContext:
+        if self._tls is None:
+            if self._verify_tls:
+                self._tls = ssl.create_default_context()
+            else:
+                self._tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                self._tls.check_hostname = False
+                self._tls.verify_mode = ssl.CERT_NONE
+        return self._tls
+
+
+def origin_key(scheme: str, host: str, port: int | None) -> Key:
+    return (scheme, host, port if port is not None else DEFAULT_PORTS.get(scheme, 80))
