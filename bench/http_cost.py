@@ -12,14 +12,14 @@ other core, so the two are equal when the client is the bottleneck):
 - ``aiohttp``: a ``ClientSession`` configured as ``crawler.net.fetch`` configures
   it (no cookie jar, no redirects followed, a total timeout), for GET with the
   body read, HEAD, and a conditional GET answered 304 (a re-crawl's request);
+- ``crawler``: the crawler's ``Fetcher`` as a crawl uses it (``fetch_page``,
+  ``check``, ``fetch_page`` with an ETag): its own HTTP/1.1 client
+  (``crawler.net.http1``) with everything around a request (headers, cookies'
+  check, the answer's fields, the body's cap);
 - ``bare``: an ``asyncio.Protocol`` writing the request bytes and parsing the
-  answer with httptools (llhttp, the parser aiohttp's C extension wraps too),
-  installed into ``bench/.tools/httptools`` (not a dependency of the crawler).
+  answer with httptools (llhttp, the parser aiohttp's C extension wraps too).
 
-The bare client is the floor under any request path in Python: the difference
-is what a cheaper request path could give issues #16 (one page: the plain
-aiohttp loop of ``bench/single_page.py`` alone is above the 2.5x target) and
-#17 (a re-crawl's 304s).
+The bare client is the floor under any request path in Python.
 """
 
 from __future__ import annotations
@@ -33,9 +33,8 @@ from pathlib import Path
 
 import measure
 import serve
-from measure import ROOT, VENV_BIN, log
+from measure import VENV_BIN
 
-TOOLS = ROOT / "bench" / ".tools" / "httptools"
 PAGE = (
     "<!doctype html><html><head><title>p</title></head><body>"
     + "".join(f'<p><a href="/x{i}.html">link {i}</a></p>' for i in range(50))
@@ -66,6 +65,33 @@ async def main():
                     headers = {"If-None-Match": etag}
                     async with session.get(url, allow_redirects=False, headers=headers) as r:
                         assert r.status == 304, r.status
+        cpu, wall = time.process_time(), time.monotonic()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        print(json.dumps([time.process_time() - cpu, time.monotonic() - wall]))
+uvloop.run(main())
+"""
+
+CRAWLER_CLIENT = """
+import asyncio, json, sys, time, uvloop
+from crawler.config import CrawlSettings
+from crawler.net.fetch import Fetcher
+url, mode, n, concurrency = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+async def main():
+    settings = CrawlSettings(max_concurrency=concurrency, user_agent="crawler-bench")
+    async with Fetcher(settings) as fetcher:
+        etag = (await fetcher.fetch_page(url)).etag
+        todo = iter(range(n))
+        async def worker():
+            for _ in todo:
+                if mode == "get":
+                    fetched = await fetcher.fetch_page(url)
+                    assert fetched.body, fetched
+                elif mode == "head":
+                    fetched = await fetcher.check(url)
+                    assert fetched.status == 200, fetched
+                else:
+                    fetched = await fetcher.fetch_page(url, etag=etag)
+                    assert fetched.status == 304, fetched
         cpu, wall = time.process_time(), time.monotonic()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         print(json.dumps([time.process_time() - cpu, time.monotonic() - wall]))
@@ -127,20 +153,9 @@ uvloop.run(main())
 """
 
 
-def install_httptools() -> None:
-    if (TOOLS / "httptools").is_dir():
-        return
-    log(f"installing httptools into {TOOLS}")
-    subprocess.run(
-        [str(VENV_BIN / "python"), "-m", "pip", "install", "--quiet", "--target", str(TOOLS),
-         "httptools"],
-        check=True,
-    )  # fmt: skip
-
-
 def run_client(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     done = subprocess.run(
-        [str(VENV_BIN / "python"), "-c", *argv],
+        [str(VENV_BIN / "python"), "-P", "-c", *argv],
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )  # fmt: skip
     if done.returncode != 0:
@@ -155,7 +170,6 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--server", choices=("auto", "nginx", "python"), default="nginx")
     args = parser.parse_args()
-    install_httptools()
     with tempfile.TemporaryDirectory(prefix="http-cost-") as tmp:
         root = Path(tmp) / "site"
         root.mkdir()
@@ -163,18 +177,20 @@ def main() -> None:
         with serve.Server([root], kind=args.server) as server:
             origin = server.origins[0]
             host, port = origin.rsplit("//", 1)[1].rsplit(":", 1)
-            env = {**measure.loopback_env(), "PYTHONPATH": str(TOOLS)}
+            env = measure.loopback_env()
             n, c = str(args.requests), str(args.concurrency)
             print(f"== {args.requests} requests of a {len(PAGE)}-byte page, {c} at a time, "
-                  f"{server.kind} on loopback: client CPU and wall time per request")  # fmt: skip
-            print(f"  {'request':<12} {'aiohttp us':>12} {'bare us':>10} {'aiohttp / bare':>15}")
+                  f"{server.kind} on loopback: client CPU per request")  # fmt: skip
+            print(f"  {'request':<12} {'aiohttp us':>11} {'crawler us':>11} {'bare us':>8}"
+                  f" {'aiohttp/crawler':>16} {'crawler/bare':>13}")  # fmt: skip
+            per = 1e6 / args.requests
             for mode in ("get", "head", "conditional"):
-                a_cpu, a_wall = run_client([AIOHTTP_CLIENT, origin + "/p.html", mode, n, c], env)
-                b_cpu, b_wall = run_client([BARE_CLIENT, host, port, "/p.html", mode, n, c], env)
-                per = 1e6 / args.requests
+                a_cpu, _ = run_client([AIOHTTP_CLIENT, origin + "/p.html", mode, n, c], env)
+                c_cpu, _ = run_client([CRAWLER_CLIENT, origin + "/p.html", mode, n, c], env)
+                b_cpu, _ = run_client([BARE_CLIENT, host, port, "/p.html", mode, n, c], env)
                 print(
-                    f"  {mode:<12} {a_cpu * per:>7.1f} cpu {b_cpu * per:>5.1f} cpu "
-                    f"{a_cpu / b_cpu:>9.1f}x   (wall {a_wall * per:.1f} / {b_wall * per:.1f} us)"
+                    f"  {mode:<12} {a_cpu * per:>11.1f} {c_cpu * per:>11.1f} {b_cpu * per:>8.1f}"
+                    f" {a_cpu / c_cpu:>15.1f}x {c_cpu / b_cpu:>12.1f}x"
                 )
     sys.exit(0)
 

@@ -341,13 +341,13 @@ class Fetcher:
         request = self._heads.build(
             method, target.raw_path_qs, host_header(scheme, host, port), headers
         )
-        async with asyncio.timeout(self._settings.timeout_s):
-            async with self._pool.exchange(
-                origin_key(scheme, host, port), request, head=method == "HEAD"
-            ) as answer:
-                if self.jar is not None and answer.set_cookies:
-                    _keep_cookies(self.jar, answer.set_cookies, target)
-                await self._read_answer(answer, fetched, read, feed, cap, str(target))
+        deadline = self._pool.clock() + self._settings.timeout_s
+        async with self._pool.exchange(
+            origin_key(scheme, host, port), request, head=method == "HEAD", deadline=deadline
+        ) as answer:
+            if self.jar is not None and answer.set_cookies:
+                _keep_cookies(self.jar, answer.set_cookies, target)
+            await self._read_answer(answer, fetched, read, feed, cap, str(target))
 
     def _with_cookies(self, target: URL, headers: dict[str, str] | None) -> dict[str, str] | None:
         """The request's headers with the jar's cookies for ``target`` (after any given ones)."""

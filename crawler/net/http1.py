@@ -66,6 +66,7 @@ class Connection(asyncio.Protocol):
         self._head = False
         self._received = 0
         self._error: BaseException | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._headers_done = False
         self._complete = False
         self._keep_alive = False
@@ -80,7 +81,10 @@ class Connection(asyncio.Protocol):
     def send(self, request: bytes, *, head: bool) -> None:
         """Write a request; the answer's state starts afresh."""
         assert self.transport is not None
-        self._parser = httptools.HttpResponseParser(self)
+        if self._parser is None or self._head:
+            # After a HEAD answer llhttp still waits for the body Content-Length
+            # announced; otherwise it is at the start of the next answer.
+            self._parser = httptools.HttpResponseParser(self)
         self._head = head
         self._received = 0
         self._error = None
@@ -114,6 +118,24 @@ class Connection(asyncio.Protocol):
             self._paused = False
             self.transport.resume_reading()
         return chunk
+
+    def arm(self, deadline: float) -> None:
+        """Fail the exchange with ``TimeoutError`` at ``deadline`` (the loop's clock).
+
+        One timer a request, cancelled by ``disarm``: cheaper than a timeout
+        context around each wait.
+        """
+        self.disarm()
+        self._timer = self._loop.call_at(deadline, self._expire)
+
+    def disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self) -> None:
+        self._timer = None
+        self._fail(TimeoutError("timed out"))
 
     @property
     def reusable(self) -> bool:

@@ -25,9 +25,8 @@ import ipaddress
 import socket
 import ssl
 import time
-from collections import OrderedDict
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections import OrderedDict, deque
+from types import TracebackType
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
@@ -64,7 +63,9 @@ class ConnectionPool:
     def __init__(self, resolver: AbstractResolver, *, limit: int, verify_tls: bool) -> None:
         self._resolver = resolver
         self._limit = max(1, limit)
-        self._slots = asyncio.Semaphore(self._limit)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._in_use = 0
+        self._slot_waiters: deque[asyncio.Future[None]] = deque()
         self._verify_tls = verify_tls
         self._tls: ssl.SSLContext | None = None
         self._idle: dict[Key, list[Connection]] = {}
@@ -73,19 +74,20 @@ class ConnectionPool:
         self._lookups: dict[Name, asyncio.Future[list[ResolveResult]]] = {}
         self._busy: set[Connection] = set()
 
-    @asynccontextmanager
-    async def exchange(self, key: Key, request: bytes, *, head: bool) -> AsyncIterator[Answer]:
-        """Send ``request`` to ``key``'s origin; the answer, its headers read."""
-        async with self._slots:
-            connection = await self._answered(key, request, head=head)
-            try:
-                yield Answer(connection, head=head)
-            finally:
-                self._busy.discard(connection)
-                if connection.reusable:
-                    self._keep(key, connection)
-                else:
-                    connection.close()
+    def clock(self) -> float:
+        """The event loop's time, which deadlines are on (the loop is looked up once:
+        ``asyncio.get_running_loop`` asks the kernel for the process id each call)."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._loop.time()
+
+    def exchange(self, key: Key, request: bytes, *, head: bool, deadline: float) -> Exchange:
+        """Send ``request`` to ``key``'s origin: ``async with`` gives the answer, headers read.
+
+        ``deadline`` (the loop's clock) bounds the whole exchange: the wait for a
+        slot, connecting, the answer, and reading its body until the block ends.
+        """
+        return Exchange(self, key, request, head, deadline)
 
     async def close(self) -> None:
         for connection in [*self._idle_order, *self._busy]:
@@ -94,27 +96,67 @@ class ConnectionPool:
         self._idle_order.clear()
         self._busy.clear()
 
-    async def _answered(self, key: Key, request: bytes, *, head: bool) -> Connection:
+    async def _take_slot(self, deadline: float) -> None:
+        """One of ``limit`` slots (a plain counter: asyncio's Semaphore costs more per request)."""
+        if self._in_use < self._limit and not self._slot_waiters:
+            self._in_use += 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._slot_waiters.append(waiter)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._give_slot()  # handed over as the wait ended: pass it on
+            raise
+
+    def _give_slot(self) -> None:
+        while self._slot_waiters:
+            waiter = self._slot_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot goes to the next waiter as it is
+                return
+        self._in_use -= 1
+
+    async def _answered(
+        self, key: Key, request: bytes, *, head: bool, deadline: float
+    ) -> Connection:
         """A connection whose answer's headers came (sent again once after a keep-alive race)."""
         connection, reused = self._reuse(key), True
-        if connection is None:
-            connection, reused = await self._connect(key), False
         while True:
+            if connection is None:
+                async with asyncio.timeout_at(deadline):
+                    connection = await self._connect(key)
+                reused = False
             self._busy.add(connection)
+            connection.arm(deadline)
             try:
                 connection.send(request, head=head)
                 await connection.answer()
                 return connection
             except Disconnected as exc:
-                self._busy.discard(connection)
-                connection.close()
+                self._drop(connection)
                 if not reused or exc.answered:
                     raise
             except BaseException:
-                self._busy.discard(connection)
-                connection.close()
+                self._drop(connection)
                 raise
-            connection, reused = await self._connect(key), False
+            connection = None
+
+    def _drop(self, connection: Connection) -> None:
+        connection.disarm()
+        self._busy.discard(connection)
+        connection.close()
+
+    def _release(self, key: Key, connection: Connection) -> None:
+        connection.disarm()
+        self._busy.discard(connection)
+        if connection.reusable:
+            self._keep(key, connection)
+        else:
+            connection.close()
+        self._give_slot()
 
     def _reuse(self, key: Key) -> Connection | None:
         idle = self._idle.get(key)
@@ -209,3 +251,42 @@ class ConnectionPool:
 
 def origin_key(scheme: str, host: str, port: int | None) -> Key:
     return (scheme, host, port if port is not None else DEFAULT_PORTS.get(scheme, 80))
+
+
+class Exchange:
+    """One request's use of the pool (``ConnectionPool.exchange``): an async context manager."""
+
+    __slots__ = ("_connection", "_deadline", "_head", "_key", "_pool", "_request")
+
+    def __init__(
+        self, pool: ConnectionPool, key: Key, request: bytes, head: bool, deadline: float
+    ) -> None:
+        self._pool = pool
+        self._key = key
+        self._request = request
+        self._head = head
+        self._deadline = deadline
+        self._connection: Connection | None = None
+
+    async def __aenter__(self) -> Answer:
+        pool = self._pool
+        await pool._take_slot(self._deadline)
+        try:
+            connection = await pool._answered(
+                self._key, self._request, head=self._head, deadline=self._deadline
+            )
+        except BaseException:
+            pool._give_slot()
+            raise
+        self._connection = connection
+        return Answer(connection, head=self._head)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._connection is not None:
+            self._pool._release(self._key, self._connection)
+            self._connection = None
