@@ -27,13 +27,13 @@ open(sys.argv[1], "w").write("\n".join(pins) + "\n")
 print("floors:", ", ".join(pins))
 PY
 PIP_CONSTRAINT="$work/floors.txt" "$bin/python" -m pip install --quiet '.[postgres,service]'
-"$bin/python" -m pip install --quiet pytest pytest-asyncio pytest-timeout hypothesis jsonschema pyyaml
-"$bin/python" -m pip list --format=freeze | grep -iE "^(aiohttp|selectolax|pydantic|structlog|rich|yarl|protego|defusedxml|idna|brotli|prometheus.client|uvloop|asyncpg|orjson|markdown.it.py)=="
+"$bin/python" -m pip install --quiet pytest pytest-asyncio pytest-timeout hypothesis jsonschema pyyaml trustme
+"$bin/python" -m pip list --format=freeze | grep -iE "^(aiohttp|selectolax|pydantic|structlog|rich|yarl|protego|defusedxml|idna|brotli|prometheus.client|uvloop|asyncpg|orjson|markdown.it.py|httptools)=="
 "$bin/crawler" --version
 "$bin/crawler" crawl --root-dir tests/fixtures/built-site --base-url https://example.org/ \
     --fallback-extensions html --db "$work/floors.db" -n -f json -o "$work/report.json" || test $? -eq 2
 "$bin/python" -m pytest -q -p no:cacheprovider tests/test_urls.py tests/test_sitemaps.py \
     tests/test_extract.py tests/test_extract_stream.py tests/test_engine.py tests/test_options.py \
     tests/test_built_site.py tests/test_lychee_habits.py tests/test_cli_exits.py tests/test_link_checking.py \
-    tests/test_extract_markdown.py tests/test_markdown_site.py
+    tests/test_extract_markdown.py tests/test_markdown_site.py tests/test_http_client.py
 echo "floors: ok"

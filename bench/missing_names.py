@@ -11,10 +11,11 @@ of missing names (``crawler.net.missing_names``) and with it switched off,
 and prints each run's wall time, the lookups asked and the broken links
 found (the two reports must list the same links with the same errors).
 
-No lookup leaves this machine: in the crawler's process, aiohttp's system
-resolver is replaced by a stand-in that blocks a thread of the event loop's
-pool for ``--lookup-ms`` (as ``getaddrinfo`` does; one failing lookup took
-~100 ms on this project's machines) and then refuses the name. Every request
+No lookup leaves this machine: in the crawler's process, the system's
+resolver (``crawler.net.resolver.SystemResolver``) is replaced by a stand-in
+that blocks a thread of the event loop's pool for ``--lookup-ms`` (as
+``getaddrinfo`` does; one failing lookup took ~100 ms on this project's
+machines) and then refuses the name. Every request
 the crawler sends goes to the loopback server.
 """
 
@@ -34,12 +35,12 @@ from pydocs import find_docs
 
 BOOT = """
 import asyncio, atexit, socket, sys, time
-import aiohttp.abc, aiohttp.connector, aiohttp.resolver
+import crawler.net.resolver
 
 LOOKUP_S, MEMO, COUNT = float(sys.argv[1]), sys.argv[2] == "on", sys.argv[3]
 asked = []
 
-class StandIn(aiohttp.abc.AbstractResolver):
+class StandIn:
     def __init__(self, *args, **kwargs):
         pass
     async def resolve(self, host, port=0, family=socket.AF_INET):
@@ -49,7 +50,7 @@ class StandIn(aiohttp.abc.AbstractResolver):
     async def close(self):
         pass
 
-aiohttp.resolver.DefaultResolver = aiohttp.connector.DefaultResolver = StandIn
+crawler.net.resolver.SystemResolver = StandIn  # the system's resolver, replaced
 if not MEMO:
     from crawler.net import missing_names
 

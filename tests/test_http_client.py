@@ -9,6 +9,7 @@ server counts connections and requests, so a test sees what went on the wire.
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 import ssl
 import zlib
@@ -306,3 +307,30 @@ async def test_tls_is_verified_against_the_ca_store(
     assert (trusted.status, trusted.body) == (200, PAGE)
     assert (unverified.status, unverified.body) == (200, PAGE)
     assert server.requests == ["GET / HTTP/1.1", "GET / HTTP/1.1"]
+
+
+async def test_credentials_in_the_url_are_sent_as_basic_authorization() -> None:
+    async def handler(conn: int, n: int, head: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(html())
+        return True
+
+    async with ScriptedServer(handler) as server, Fetcher(CrawlSettings()) as client:
+        url = server.url("/private").replace("http://", "http://al%20ice:s%3Acret@")
+        page = await client.fetch_page(url)
+    assert page.status == 200
+    lines = server.heads[0].decode().split("\r\n")
+    assert lines[0] == "GET /private HTTP/1.1"
+    assert "Authorization: Basic " + base64.b64encode(b"al ice:s:cret").decode() in lines
+
+
+async def test_an_answer_with_bare_line_feeds_is_read_as_browsers_read_it() -> None:
+    async def handler(conn: int, n: int, head: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(
+            b"HTTP/1.1 200 OK\nContent-Type: text/html\nContent-Length: %d\n\n" % len(PAGE)
+        )
+        writer.write(PAGE)
+        return True
+
+    async with ScriptedServer(handler) as server, Fetcher(CrawlSettings()) as client:
+        page = await client.fetch_page(server.url("/"))
+    assert (page.status, page.content_type, page.body) == (200, "text/html", PAGE)

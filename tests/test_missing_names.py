@@ -12,16 +12,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from aiohttp.abc import AbstractResolver, ResolveResult
 
 from crawler.net.missing_names import MAX_MISSING, MissingNames
+from crawler.net.resolver import Address, Resolver
 
 from kit.clikit import run_command
 from kit.serve_site import ThreadedSite
 from kit.sitekit import Page
 
 
-class Refusing(AbstractResolver):
+class Refusing:
     """Answers every name with ``errno``, counting the lookups per host."""
 
     def __init__(self, errno: int = socket.EAI_NONAME) -> None:
@@ -31,7 +31,7 @@ class Refusing(AbstractResolver):
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
+    ) -> list[Address]:
         self.asked.append(host)
         raise socket.gaierror(self.errno, f"refused {host}")
 
@@ -47,7 +47,7 @@ class Clock:
         return self.now
 
 
-async def lookup_error(resolver: AbstractResolver, host: str) -> socket.gaierror:
+async def lookup_error(resolver: Resolver, host: str) -> socket.gaierror:
     with pytest.raises(socket.gaierror) as caught:
         await resolver.resolve(host, 443)
     return caught.value
@@ -93,11 +93,11 @@ async def test_the_memo_is_bounded_and_close_reaches_the_inner_resolver() -> Non
 # lookup: nothing leaves loopback.
 BOOT = """
 import socket, sys
-import aiohttp.abc, aiohttp.connector, aiohttp.resolver
+import crawler.net.resolver
 
 LOOKUPS = sys.argv[1]
 
-class Refusing(aiohttp.abc.AbstractResolver):
+class Refusing:
     def __init__(self, *args, **kwargs):
         pass
     async def resolve(self, host, port=0, family=socket.AF_INET):
@@ -107,7 +107,7 @@ class Refusing(aiohttp.abc.AbstractResolver):
     async def close(self):
         pass
 
-aiohttp.resolver.DefaultResolver = aiohttp.connector.DefaultResolver = Refusing
+crawler.net.resolver.SystemResolver = Refusing  # the system's resolver, replaced
 from crawler.cli import main
 sys.exit(main.main(sys.argv[2:]))
 """

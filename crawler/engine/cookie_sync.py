@@ -1,7 +1,7 @@
 """Keeping this process's cookie jar and the crawl's stored cookies in step.
 
 A resumed run and every worker of a crawl must send what the site set, so
-the jar (``crawler.net.cookies.CrawlJar``) is stored with the crawl:
+the jar (``crawler.net.jar.Jar``) is stored with the crawl:
 
 - at start, every stored cookie goes into the jar (``load``);
 - before each group commit, the cookies responses changed are stored first
@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 
 from crawler.models import Cookie
-from crawler.net.cookies import CrawlJar
+from crawler.net.jar import Jar
 from crawler.store.contract import FrontierStore
 
 OVERLAP_S = 30.0
@@ -27,7 +27,7 @@ OVERLAP_S = 30.0
 class CookieSync:
     """The jar of one process and the store of one crawl (see module docstring)."""
 
-    def __init__(self, jar: CrawlJar, frontier: FrontierStore) -> None:
+    def __init__(self, jar: Jar, frontier: FrontierStore) -> None:
         self._jar = jar
         self._frontier = frontier
         self._looked_at: float | None = None

@@ -37,7 +37,7 @@ from crawler.engine.checked_hosts import CheckedHosts
 from crawler.engine.cookie_sync import CookieSync
 from crawler.engine.membudget import PageMemory, Reservation
 from crawler.engine.parse_pool import ParsePool
-from crawler.engine.render_step import BrowserLoads, render_outcome, wants_render
+from crawler.engine.render_step import BrowserLoads, Renders, render_outcome, wants_render
 from crawler.models import (
     LeaseAsk,
     LeasedUrl,
@@ -49,7 +49,6 @@ from crawler.models import (
     UrlKind,
 )
 from crawler.net.fetch import Fetched, Fetcher
-from crawler.net.render.renderer import Renderer
 from crawler.net.robots import Robots
 from crawler.outcome import (
     Parsed,
@@ -122,7 +121,7 @@ class Engine:
         owner: str | None = None,
         shutdown_timeout_s: float = 10.0,
         parse_helpers: int = 0,
-        renderer: Renderer | None = None,
+        renderer: Renders | None = None,
         parse_helpers_after: int | None = None,
         memory: PageMemory | None = None,
     ) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import TYPE_CHECKING, Protocol
 
 from crawler import urls
 from crawler.config import CrawlSettings
@@ -24,10 +25,22 @@ from crawler.errors import FailureKind, InvalidURLError
 from crawler.fetch_types import Fetched
 from crawler.models import RENDERED_PREFIX, Discovered, LeasedUrl, Outcome, ResultClass, UrlKind
 from crawler.net.fetch import Fetcher
-from crawler.net.render.renderer import Renderer
 from crawler.outcome import Policy, parse_body
 from crawler.politeness import Gate
 from crawler.scope import Scope
+
+if TYPE_CHECKING:
+    from crawler.net.render.page import Load, Rendered
+
+
+class Renders(Protocol):
+    """What the engine asks of ``crawler.net.render.renderer.Renderer``: imported only
+    by crawls that render (its DevTools client is aiohttp's)."""
+
+    async def render(self, url: str, document: Fetched, load: Load) -> Rendered: ...
+
+    async def aclose(self) -> None: ...
+
 
 GATE_POLL_S = 0.02
 RENDERED_TYPE = "text/html; charset=utf-8"
@@ -60,7 +73,7 @@ def rendered_only(plain: list[Discovered], rendered: list[Discovered]) -> list[D
 
 
 async def render_outcome(
-    renderer: Renderer,
+    renderer: Renders,
     row: LeasedUrl,
     fetched: Fetched,
     outcome: Outcome,

@@ -20,12 +20,12 @@ from crawler import urls
 from crawler.config import CrawlSettings, Durability
 from crawler.engine.loop import Engine
 from crawler.engine.membudget import PageMemory
+from crawler.engine.render_step import Renders
 from crawler.errors import InvalidURLError, StoreError, UsageError
 from crawler.models import CrawlRecord, Discovered, ResultClass, UrlKind
 from crawler.net import documents, localsite, sitemaps
 from crawler.net.fetch import Fetcher
 from crawler.net.render import process as browsers
-from crawler.net.render.renderer import Renderer, RenderLimits
 from crawler.net.robots import Robots
 from crawler.scope import Scope
 from crawler.store import open as store_open
@@ -114,9 +114,11 @@ class CrawlJob:
                 with contextlib.suppress(StoreError):
                     await clock.add()
 
-    def _renderer(self) -> Renderer | None:
+    def _renderer(self) -> Renders | None:
         if self.browser is None:
             return None
+        from crawler.net.render.renderer import Renderer, RenderLimits  # aiohttp's client
+
         settings = self.settings
         limits = RenderLimits(
             timeout_s=settings.render_timeout_s,

@@ -23,11 +23,11 @@ from http.cookies import CookieError, Morsel, SimpleCookie
 from pathlib import Path
 from typing import Any, cast
 
-import aiohttp
 from yarl import URL
 
 from crawler.errors import UsageError
 from crawler.models import Cookie
+from crawler.net.aio_client import aiohttp
 
 Key = tuple[str, str, str]  # (domain, path, name)
 _DECODER: SimpleCookie = SimpleCookie()
@@ -60,6 +60,30 @@ class CrawlJar(aiohttp.CookieJar):
         if host and before is not None:
             names = {header.split("=", 1)[0].strip() for header in headers}
             self._note(host, names, before)
+
+    # -- what the crawl's own client calls (crawler.net.fetch) -------------------
+
+    def cookie_header(self, url: URL, headers: Mapping[str, str] | None = None) -> str:
+        """The ``Cookie`` header for a request to ``url``: a given one first, then the jar's."""
+        found = self.filter_cookies(url)
+        given = next((v for k, v in (headers or {}).items() if k.lower() == "cookie"), "")
+        if not found:
+            return given
+        pairs = "; ".join(f"{name}={morsel.coded_value}" for name, morsel in found.items())
+        return f"{given}; {pairs}" if given else pairs
+
+    def take_set_cookies(self, headers: Sequence[str], url: URL) -> None:
+        """An answer's ``Set-Cookie`` headers, as aiohttp's session gives them to its jar."""
+        if hasattr(aiohttp.CookieJar, "update_cookies_from_headers"):  # aiohttp 3.12 and later
+            self.update_cookies_from_headers(headers, url)
+            return
+        parsed: SimpleCookie = SimpleCookie()
+        for header in headers:
+            try:
+                parsed.load(header)
+            except CookieError:
+                continue  # one bad cookie does not lose the others
+        self.update_cookies(parsed, url)
 
     # -- for the store ---------------------------------------------------------
 

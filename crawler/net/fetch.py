@@ -22,31 +22,34 @@ from __future__ import annotations
 import asyncio
 import base64
 import ssl
+import sys
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterable
-from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-import aiohttp
-from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
 from crawler.config import DEFAULT_MAX_COOKIES_PER_HOST, CrawlSettings
 from crawler.errors import FailureKind
 from crawler.fetch_types import Fetched
-from crawler.net import cookies, localsite
+from crawler.net import localsite
 from crawler.net.heads import RequestHeads, host_header
 from crawler.net.http1 import ResponseError
+from crawler.net.jar import Jar
 from crawler.net.missing_names import MissingNames
 from crawler.net.pool import ConnectFailed, ConnectionPool, NameNotResolved, origin_key
-from crawler.net.resolver import AddressGuard
+from crawler.net.resolver import AddressGuard, system_resolver
 from crawler.netguard import PrivateAddressError, parse_networks
 from crawler.patterns import compile_pattern
 from crawler.sniff import SNIFF_BYTES, looks_like_html
 from crawler.status import parse_accept
+
+if TYPE_CHECKING:
+    import aiohttp
+
 
 __all__ = ["Fetched", "Fetcher", "classify_exception"]
 
@@ -66,6 +69,10 @@ RESOURCE_HEADERS = (
 # "seed": a page named as an input, whose body is read when it is plain text too.
 Read = Literal["none", "html", "seed", "any", "stream"]
 Feed = Callable[[bytes], bool]  # takes a chunk of a streamed body; False: no more wanted
+
+
+class InvalidURL(ValueError):
+    """A URL no request can be made for (no host)."""
 
 
 class Body(Protocol):
@@ -108,7 +115,7 @@ class Fetcher:
         self._heads = RequestHeads({"User-Agent": settings.user_agent, **settings.headers})
         self._resolver: MissingNames | None = None
         # The crawl's cookies; with --no-cookies only those of --cookie-jar, if any.
-        self.jar: cookies.CrawlJar | None = None
+        self.jar: Jar | None = None
         self._accepted = parse_accept(settings.accept)
         self._head_unreliable: set[str] = set()
         self._proxies = {
@@ -132,31 +139,14 @@ class Fetcher:
     async def __aenter__(self) -> Fetcher:
         settings = self._settings
         self._resolver = MissingNames(
-            self._guard.resolver if self._guard is not None else DefaultResolver()
+            self._guard.resolver if self._guard is not None else system_resolver()
         )
-        connector = aiohttp.TCPConnector(
-            limit=settings.max_concurrency,
-            limit_per_host=0,
-            ttl_dns_cache=300,
-            ssl=not settings.insecure,
-            resolver=self._resolver,
-        )
-        jar: aiohttp.abc.AbstractCookieJar = aiohttp.DummyCookieJar()
         if settings.cookies or settings.cookie_jar:
-            self.jar = cookies.CrawlJar(DEFAULT_MAX_COOKIES_PER_HOST)
+            self.jar = Jar(DEFAULT_MAX_COOKIES_PER_HOST)
             if settings.cookie_jar:
-                cookies.load(self.jar, settings.cookie_jar)
-            jar = self.jar
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            headers={"User-Agent": settings.user_agent, **settings.headers},
-            timeout=aiohttp.ClientTimeout(total=settings.timeout_s),
-            cookie_jar=jar,
-            auto_decompress=True,
-            # trust_env would also read ~/.netrc on every request, in a thread:
-            # proxies are taken from the environment once, in _proxy, instead.
-            trust_env=False,
-        )
+                from crawler.net import cookies
+
+                cookies.load(self.jar.real(), settings.cookie_jar)
         self._pool = ConnectionPool(
             self._resolver, limit=settings.max_concurrency, verify_tls=not settings.insecure
         )
@@ -178,7 +168,9 @@ class Fetcher:
             await self._resolver.close()
             self._resolver = None
         if self.jar is not None and self._settings.cookie_jar:
-            cookies.save(self.jar, self._settings.cookie_jar)
+            from crawler.net import cookies
+
+            cookies.save(self.jar.real(), self._settings.cookie_jar)
 
     async def fetch_page(
         self,
@@ -290,7 +282,7 @@ class Fetcher:
                 read_text=read == "seed",
                 cap=self._settings.max_body_bytes,
             )
-        assert self._session is not None, "use Fetcher as an async context manager"
+        assert self._pool is not None, "use Fetcher as an async context manager"
         started = time.monotonic()
         fetched = Fetched(method=method)
         headers = self._per_request(url)
@@ -303,10 +295,10 @@ class Fetcher:
             proxy = self._proxy(target)
             if self._guard is not None:  # every request the crawler makes passes here
                 await self._guard.check(target, via_proxy=proxy is not None)
-            if proxy is None and self._pool is not None and target.scheme in _DIRECT:
+            if proxy is None and target.scheme in _DIRECT:
                 await self._exchange(method, target, headers, fetched, read, feed, cap)
             else:
-                async with self._session.request(
+                async with self._proxied().request(
                     method,
                     target,
                     allow_redirects=False,
@@ -334,10 +326,14 @@ class Fetcher:
         assert self._pool is not None
         host = target.raw_host
         if not host:
-            raise aiohttp.InvalidURL(target)
+            raise InvalidURL(str(target))
         scheme, port = target.scheme, target.port
-        if self.jar is not None:
-            headers = self._with_cookies(target, headers)
+        if target.raw_user is not None:  # credentials in the URL, sent as aiohttp sent them
+            credentials = f"{target.user or ''}:{target.password or ''}".encode()
+            basic = "Basic " + base64.b64encode(credentials).decode()
+            headers = {"Authorization": basic, **(headers or {})}
+        if self.jar is not None and (cookie := self.jar.cookie_header(target, headers)):
+            headers = {**(headers or {}), "Cookie": cookie}
         request = self._heads.build(
             method, target.raw_path_qs, host_header(scheme, host, port), headers
         )
@@ -346,18 +342,18 @@ class Fetcher:
             origin_key(scheme, host, port), request, head=method == "HEAD", deadline=deadline
         ) as answer:
             if self.jar is not None and answer.set_cookies:
-                _keep_cookies(self.jar, answer.set_cookies, target)
+                self.jar.take_set_cookies(answer.set_cookies, target)
             await self._read_answer(answer, fetched, read, feed, cap, str(target))
 
-    def _with_cookies(self, target: URL, headers: dict[str, str] | None) -> dict[str, str] | None:
-        """The request's headers with the jar's cookies for ``target`` (after any given ones)."""
-        assert self.jar is not None
-        jar = self.jar.filter_cookies(target)
-        if not jar:
-            return headers
-        pairs = "; ".join(f"{name}={morsel.coded_value}" for name, morsel in jar.items())
-        given = next((v for k, v in (headers or {}).items() if k.lower() == "cookie"), None)
-        return {**(headers or {}), "Cookie": f"{given}; {pairs}" if given else pairs}
+    def _proxied(self) -> aiohttp.ClientSession:
+        """aiohttp's session, made for the first request through a proxy."""
+        if self._session is None:
+            from crawler.net import proxied
+
+            assert self._resolver is not None
+            jar = self.jar.real() if self.jar is not None else None
+            self._session = proxied.open_session(self._settings, self._resolver, jar)
+        return self._session
 
     async def _read_answer(
         self,
@@ -443,20 +439,6 @@ class Fetcher:
         fetched.size = size
 
 
-def _keep_cookies(jar: cookies.CrawlJar, headers: list[str], url: URL) -> None:
-    """Give the jar an answer's ``Set-Cookie`` headers, as aiohttp's session does."""
-    if hasattr(jar, "update_cookies_from_headers"):  # aiohttp 3.12 and later
-        jar.update_cookies_from_headers(headers, url)
-        return
-    parsed: SimpleCookie = SimpleCookie()
-    for header in headers:
-        try:
-            parsed.load(header)
-        except CookieError:
-            continue  # one bad cookie does not lose the others
-    jar.update_cookies(parsed, url)
-
-
 def _wants_body(read: Read, fetched: Fetched, url: str) -> bool:
     """Is this answer's body read? Any for ``any``; a page's when it may hold links
     (an untyped one is sniffed), a seed's when it is plain text too."""
@@ -493,7 +475,7 @@ def classify_exception(exc: BaseException) -> tuple[FailureKind, str]:
         return FailureKind.PRIVATE_ADDRESS, str(os_error or exc)
     if isinstance(exc, asyncio.TimeoutError | TimeoutError):
         return FailureKind.TIMEOUT, "timed out"
-    if isinstance(exc, aiohttp.InvalidURL):
+    if isinstance(exc, InvalidURL):
         return FailureKind.INVALID_URL, f"invalid URL: {text}"
     if isinstance(exc, NameNotResolved):
         return FailureKind.DNS, f"DNS lookup failed: {text}"
@@ -501,20 +483,14 @@ def classify_exception(exc: BaseException) -> tuple[FailureKind, str]:
         return FailureKind.CONNECTION, text
     if isinstance(exc, ResponseError):
         return FailureKind.INVALID_RESPONSE, f"invalid response: {text}"
-    dns_error = getattr(aiohttp, "ClientConnectorDNSError", None)
-    if dns_error is not None and isinstance(exc, dns_error):
-        return FailureKind.DNS, f"DNS lookup failed: {text}"
-    if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
-        return FailureKind.TLS, f"TLS error: {text}"
+    if "aiohttp" in sys.modules:  # a proxied request's failure (crawler.net.proxied)
+        from crawler.net import proxied
+
+        known = proxied.classify(exc)
+        if known is not None:
+            return known
     if isinstance(exc, ssl.SSLError):
         return FailureKind.TLS, f"TLS error: {text}"
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return FailureKind.INVALID_RESPONSE, f"invalid response body: {text}"
-    if isinstance(exc, aiohttp.ClientResponseError):
-        return FailureKind.INVALID_RESPONSE, f"invalid response: {exc.message or text}"
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        reason = exc.os_error.strerror or str(exc.os_error)
-        return FailureKind.CONNECTION, f"cannot connect to {exc.host}:{exc.port}: {reason}"
-    if isinstance(exc, aiohttp.ClientConnectionError | OSError):
+    if isinstance(exc, OSError):
         return FailureKind.CONNECTION, f"connection failed: {text}"
     return FailureKind.INVALID_RESPONSE, f"{type(exc).__name__}: {text}"

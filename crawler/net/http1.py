@@ -81,10 +81,12 @@ class Connection(asyncio.Protocol):
     def send(self, request: bytes, *, head: bool) -> None:
         """Write a request; the answer's state starts afresh."""
         assert self.transport is not None
+        if self.closed:  # closed by the server since it was kept: nothing was sent
+            raise Disconnected(answered=False)
         if self._parser is None or self._head:
             # After a HEAD answer llhttp still waits for the body Content-Length
             # announced; otherwise it is at the start of the next answer.
-            self._parser = httptools.HttpResponseParser(self)
+            self._parser = _parser(self)
         self._head = head
         self._received = 0
         self._error = None
@@ -255,6 +257,22 @@ class Connection(asyncio.Protocol):
             "content-length" not in self.headers
             and "chunked" not in self.headers.get("transfer-encoding", "").lower()
         )
+
+
+def _parser(connection: Connection) -> httptools.HttpResponseParser:
+    """llhttp as aiohttp sets it up for answers: lenient where real servers stray.
+
+    A header line with a stray character, a bare LF where CRLF belongs, spaces
+    after a chunk's size: a browser reads those pages, so a link checker must
+    not call them broken. Lengths, chunking and framing stay strict.
+    """
+    parser = httptools.HttpResponseParser(connection)
+    parser.set_dangerous_leniencies(
+        lenient_headers=True,
+        lenient_optional_cr_before_lf=True,
+        lenient_spaces_after_chunk_size=True,
+    )
+    return parser
 
 
 class Decoder(Protocol):

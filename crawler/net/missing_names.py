@@ -4,7 +4,7 @@ A site that links to many pages of a host whose name does not resolve (a
 typo, a retired domain, a CI runner with no DNS for the outside world) paid a
 lookup for each of those links, each taking a thread of the event loop's
 small pool for as long as the resolver takes to say no: the links waited for
-one another. aiohttp's own DNS cache keeps only answers that succeeded.
+one another. The connection pool's cache of names keeps only answers that succeeded.
 
 ``MissingNames`` wraps the crawl's resolver and remembers the hosts whose
 lookup said the name does not exist (``EAI_NONAME``, ``EAI_NODATA``) for
@@ -20,10 +20,9 @@ import socket
 import time
 from collections.abc import Callable
 
-from aiohttp.abc import AbstractResolver, ResolveResult
+from crawler.net.resolver import Address, Resolver
 
-# Seconds a missing name is remembered: aiohttp's positive cache in the fetcher
-# keeps answers as long.
+# Seconds a missing name is remembered: the connection pool keeps answers as long.
 MISSING_TTL_S = 300.0
 # Hosts remembered at most; the memo is emptied when full (a crawl meeting this
 # many missing names is rare, and forgetting only costs lookups).
@@ -36,12 +35,12 @@ _NO_SUCH_NAME = frozenset(
 )
 
 
-class MissingNames(AbstractResolver):
+class MissingNames:
     """Resolves through ``inner``; a name found missing fails at once for ``ttl_s``."""
 
     def __init__(
         self,
-        inner: AbstractResolver,
+        inner: Resolver,
         *,
         ttl_s: float = MISSING_TTL_S,
         clock: Callable[[], float] = time.monotonic,
@@ -53,7 +52,7 @@ class MissingNames(AbstractResolver):
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
+    ) -> list[Address]:
         key = host.lower().rstrip(".")
         known = self._missing.get(key)
         if known is not None:

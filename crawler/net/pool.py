@@ -28,10 +28,9 @@ import time
 from collections import OrderedDict, deque
 from types import TracebackType
 
-from aiohttp.abc import AbstractResolver, ResolveResult
-
 from crawler.net.heads import DEFAULT_PORTS
 from crawler.net.http1 import Answer, Connection, Disconnected
+from crawler.net.resolver import Address, Resolver
 
 KEEPALIVE_S = 15.0
 DNS_TTL_S = 300.0
@@ -60,7 +59,7 @@ class NameNotResolved(OSError):
 class ConnectionPool:
     """Keep-alive HTTP/1.1 connections by (scheme, host, port); see the module docstring."""
 
-    def __init__(self, resolver: AbstractResolver, *, limit: int, verify_tls: bool) -> None:
+    def __init__(self, resolver: Resolver, *, limit: int, verify_tls: bool) -> None:
         self._resolver = resolver
         self._limit = max(1, limit)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -70,8 +69,8 @@ class ConnectionPool:
         self._tls: ssl.SSLContext | None = None
         self._idle: dict[Key, list[Connection]] = {}
         self._idle_order: OrderedDict[Connection, Key] = OrderedDict()
-        self._names: dict[Name, tuple[float, list[ResolveResult]]] = {}
-        self._lookups: dict[Name, asyncio.Future[list[ResolveResult]]] = {}
+        self._names: dict[Name, tuple[float, list[Address]]] = {}
+        self._lookups: dict[Name, asyncio.Future[list[Address]]] = {}
         self._busy: set[Connection] = set()
 
     def clock(self) -> float:
@@ -206,16 +205,16 @@ class ConnectionPool:
             return connection
         raise ConnectFailed(host, port, last or OSError("no address"))
 
-    async def _addresses(self, host: str, port: int) -> list[ResolveResult]:
+    async def _addresses(self, host: str, port: int) -> list[Address]:
         bare = host.split("%", 1)[0]
         try:
             literal = ipaddress.ip_address(bare)
         except ValueError:
             return await self._resolve(host, port)
         family = socket.AF_INET6 if literal.version == 6 else socket.AF_INET
-        return [ResolveResult(hostname=host, host=host, port=port, family=family, proto=0, flags=0)]
+        return [Address(hostname=host, host=host, port=port, family=family, proto=0, flags=0)]
 
-    async def _resolve(self, host: str, port: int) -> list[ResolveResult]:
+    async def _resolve(self, host: str, port: int) -> list[Address]:
         name: Name = (host, port)
         known = self._names.get(name)
         if known is not None and time.monotonic() < known[0]:
@@ -230,7 +229,7 @@ class ConnectionPool:
         except socket.gaierror as exc:
             raise NameNotResolved(host, exc) from exc
 
-    def _looked_up(self, name: Name, lookup: asyncio.Future[list[ResolveResult]]) -> None:
+    def _looked_up(self, name: Name, lookup: asyncio.Future[list[Address]]) -> None:
         """Keep a lookup's answer (a failure is retrieved here, and not kept)."""
         self._lookups.pop(name, None)
         if not lookup.cancelled() and lookup.exception() is None:

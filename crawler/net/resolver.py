@@ -8,11 +8,11 @@ the one path every one of those takes, and it asks ``AddressGuard.check``
 first:
 
 - an IP literal (which never reaches a resolver) is classified at once;
-- a name is checked by ``PublicOnlyResolver`` when aiohttp resolves it to
+- a name is checked by ``PublicOnlyResolver`` when it is resolved to
   connect, so the address checked is the address connected to (no window
   for DNS rebinding);
 - a name sent through a proxy (``HTTP_PROXY``/``HTTPS_PROXY``) is never
-  resolved here by aiohttp, so the guard resolves it itself and refuses a
+  resolved here to connect, so the guard resolves it itself and refuses a
   private answer before the request is handed to the proxy. The proxy
   resolves the name again: a DNS server that answers differently the second
   time can still steer the proxy; deny private targets on the proxy too
@@ -23,31 +23,87 @@ The proxy's own address is the operator's choice and is not checked.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 from collections.abc import Iterable
+from typing import Protocol, TypedDict
 
-from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import DefaultResolver
 from yarl import URL
 
 from crawler.netguard import Allowed, PrivateAddressError, is_private_address
 
 
-class PublicOnlyResolver(AbstractResolver):
+class Address(TypedDict):
+    """One address a name resolved to (the fields aiohttp's resolvers give too)."""
+
+    hostname: str
+    host: str
+    port: int
+    family: int
+    proto: int
+    flags: int
+
+
+class Resolver(Protocol):
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[Address]: ...
+
+    async def close(self) -> None: ...
+
+
+class SystemResolver:
+    """The system's resolver (``getaddrinfo`` in the event loop's thread pool)."""
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[Address]:
+        infos = await asyncio.get_running_loop().getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, family=family, flags=socket.AI_ADDRCONFIG
+        )
+        addresses: list[Address] = []
+        for found_family, _, proto, _, sockaddr in infos:
+            address = str(sockaddr[0])
+            if found_family == socket.AF_INET6 and len(sockaddr) > 3 and sockaddr[3]:
+                address = f"{address}%{sockaddr[3]}"  # a link-local address's scope
+            addresses.append(
+                Address(
+                    hostname=host,
+                    host=address,
+                    port=int(sockaddr[1]),
+                    family=found_family,
+                    proto=proto,
+                    flags=socket.AI_NUMERICHOST | socket.AI_NUMERICSERV,
+                )
+            )
+        if not addresses:
+            raise socket.gaierror(socket.EAI_NONAME, f"{host} has no address")
+        return addresses
+
+    async def close(self) -> None:
+        return None
+
+
+def system_resolver() -> Resolver:
+    """The resolver a crawl starts from (looked up here at each call: tests replace it)."""
+    return SystemResolver()
+
+
+class PublicOnlyResolver:
     """Resolves as usual, then refuses names with any non-public address.
 
     ``exempt`` names (the configured proxies) resolve unchecked.
     """
 
     def __init__(self, allowed: Allowed = (), exempt: Iterable[str] = ()) -> None:
-        self._inner = DefaultResolver()
+        self._inner = system_resolver()
         self._allowed = allowed
         self._exempt = frozenset(name.lower() for name in exempt)
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
+    ) -> list[Address]:
         results = await self._inner.resolve(host, port, family)
         if host.lower() in self._exempt:
             return results

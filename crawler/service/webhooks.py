@@ -38,6 +38,7 @@ import aiohttp
 import structlog
 from yarl import URL
 
+from crawler.net.proxied import AiohttpResolver
 from crawler.net.resolver import AddressGuard
 from crawler.netguard import PrivateAddressError, parse_networks
 from crawler.store.service import Delivery, ServiceStore
@@ -206,7 +207,7 @@ class WebhookSender:
         else:
             guard = AddressGuard(parse_networks(self.allow_networks))
             await guard.check(url, via_proxy=False)
-            connector = aiohttp.TCPConnector(resolver=guard.resolver)
+            connector = aiohttp.TCPConnector(resolver=AiohttpResolver(guard.resolver))
         headers = {
             "Content-Type": "application/json",
             SIGNATURE_HEADER: signature(secret, delivery.body),

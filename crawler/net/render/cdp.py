@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
+from crawler.net.aio_client import aiohttp
 
 CALL_TIMEOUT_S = 15.0
 EventHandler = Callable[[str, dict[str, Any]], None]

@@ -16,11 +16,11 @@ import asyncio
 import contextlib
 from dataclasses import dataclass
 
-import aiohttp
 import structlog
 
 from crawler.fetch_types import Fetched
 from crawler.models import RenderIssue
+from crawler.net.aio_client import aiohttp
 from crawler.net.render import process
 from crawler.net.render.cdp import BrowserGoneError, CDPError, Connection
 from crawler.net.render.page import Load, Rendered, render_page
