@@ -45,6 +45,8 @@ class ScriptedServer:
         self.connections = 0
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
+        self.ended = 0  # connections the client closed (or the handler ended)
+        self.one_ended = asyncio.Event()
 
     async def __aenter__(self) -> ScriptedServer:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self._tls)
@@ -83,6 +85,8 @@ class ScriptedServer:
         finally:
             self._open.discard(writer)
             writer.close()
+            self.ended += 1
+            self.one_ended.set()
 
 
 def answer(body: bytes, *headers: str, status: str = "200 OK") -> bytes:
@@ -334,3 +338,23 @@ async def test_an_answer_with_bare_line_feeds_is_read_as_browsers_read_it() -> N
     async with ScriptedServer(handler) as server, Fetcher(CrawlSettings()) as client:
         page = await client.fetch_page(server.url("/"))
     assert (page.status, page.content_type, page.body) == (200, "text/html", PAGE)
+
+
+async def test_idle_connections_beyond_the_limit_are_closed_least_recently_used_first() -> None:
+    async def handler(conn: int, n: int, head: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(html())
+        return True
+
+    async with (
+        ScriptedServer(handler) as first,
+        ScriptedServer(handler) as second,
+        ScriptedServer(handler) as third,
+        Fetcher(CrawlSettings(max_concurrency=2)) as client,
+    ):
+        for server in (first, second, third):
+            assert (await client.fetch_page(server.url("/"))).status == 200
+        await asyncio.wait_for(first.one_ended.wait(), 10)
+        again = await client.fetch_page(third.url("/again"))
+        assert (first.ended, second.ended, third.ended) == (1, 0, 0)
+    assert again.status == 200
+    assert third.connections == 1  # still kept: the most recently used
