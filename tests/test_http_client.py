@@ -23,6 +23,9 @@ import trustme
 from crawler.config import CrawlSettings
 from crawler.errors import FailureKind
 from crawler.net.fetch import Fetcher
+from crawler.net.heads import RequestHeads
+from crawler.net.pool import ConnectionPool, Key, origin_key
+from crawler.net.resolver import SystemResolver
 
 PAGE = b"<!doctype html><title>t</title><a href='/next'>next</a>"
 
@@ -358,3 +361,30 @@ async def test_idle_connections_beyond_the_limit_are_closed_least_recently_used_
         assert (first.ended, second.ended, third.ended) == (1, 0, 0)
     assert again.status == 200
     assert third.connections == 1  # still kept: the most recently used
+
+
+async def _exchange_until(pool: ConnectionPool, key: Key, request: bytes, deadline: float) -> None:
+    async with pool.exchange(key, request, head=False, deadline=deadline):
+        pass
+
+
+async def test_a_wait_for_a_slot_ends_at_its_deadline_and_the_slot_stays_usable() -> None:
+    async def handler(conn: int, n: int, head: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(html())
+        return True
+
+    async with ScriptedServer(handler) as server:
+        pool = ConnectionPool(SystemResolver(), limit=1, verify_tls=True)
+        port = int(server.url().rsplit(":", 1)[1].rstrip("/"))
+        key = origin_key("http", "127.0.0.1", port)
+        request = RequestHeads({}).build("GET", "/", f"127.0.0.1:{port}")
+        try:
+            async with pool.exchange(key, request, head=False, deadline=pool.clock() + 30) as held:
+                assert held.status == 200
+                with pytest.raises(TimeoutError):
+                    await _exchange_until(pool, key, request, pool.clock() + 0.2)
+            async with pool.exchange(key, request, head=False, deadline=pool.clock() + 30) as then:
+                assert (then.status, await then.read()) == (200, PAGE)
+        finally:
+            await pool.close()
+    assert server.requests == ["GET / HTTP/1.1", "GET / HTTP/1.1"]

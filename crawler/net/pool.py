@@ -97,7 +97,10 @@ class ConnectionPool:
 
     async def _take_slot(self, deadline: float) -> None:
         """One of ``limit`` slots (a plain counter: asyncio's Semaphore costs more per request)."""
-        if self._in_use < self._limit and not self._slot_waiters:
+        waiters = self._slot_waiters
+        while waiters and waiters[0].done():
+            waiters.popleft()  # a wait that ended (its deadline) before a slot came
+        if self._in_use < self._limit and not waiters:
             self._in_use += 1
             return
         waiter = asyncio.get_running_loop().create_future()
