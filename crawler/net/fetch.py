@@ -1,9 +1,10 @@
 """The one place that talks HTTP: the crawl's own client, aiohttp for proxies, a few functions.
 
 A request goes over the crawl's own HTTP/1.1 connections (``crawler.net.pool``,
-a tenth of aiohttp's CPU per request) unless ``HTTP_PROXY``/``HTTPS_PROXY``
-sends it through a proxy, which aiohttp's session speaks to; both answers are
-read by the same code (``Response``).
+half of aiohttp's client CPU per request) unless ``HTTP_PROXY``/``HTTPS_PROXY``
+sends it through a proxy, which aiohttp's session speaks to (imported then
+only: ``crawler.net.proxied``); both answers are read by the same code
+(``Response``).
 
 Pages are fetched with GET and the same response's body is handed to the
 parser (never a second request); a page sent without a Content-Type is read
@@ -103,7 +104,7 @@ class Response(Protocol):
 
 
 class Fetcher:
-    """The crawl's connections and aiohttp session, configured from the settings.
+    """The crawl's connections (and aiohttp's session for a proxy), from the settings.
 
     An async context manager."""
 
@@ -266,7 +267,7 @@ class Fetcher:
         extra: dict[str, str] | None = None,
         conditional: dict[str, str] | None = None,
     ) -> Fetched:
-        """The one path of every request: the address guard, then aiohttp (or the local site).
+        """The one path of every request: the address guard, then a connection (or the local site).
 
         ``read="stream"`` hands the body to ``feed`` chunk by chunk, ``cap`` bytes at most;
         ``conditional`` adds a re-crawl's validator headers (a local site ignores them).
