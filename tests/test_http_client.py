@@ -388,3 +388,19 @@ async def test_a_wait_for_a_slot_ends_at_its_deadline_and_the_slot_stays_usable(
         finally:
             await pool.close()
     assert server.requests == ["GET / HTTP/1.1", "GET / HTTP/1.1"]
+
+
+async def test_a_cookie_header_given_is_sent_with_the_cookies_the_site_set() -> None:
+    async def handler(conn: int, n: int, head: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(html(PAGE, "Set-Cookie: session=abc; Path=/"))
+        return True
+
+    settings = CrawlSettings(headers={"Cookie": "given=1"})
+    async with ScriptedServer(handler) as server, Fetcher(settings) as client:
+        await client.fetch_page(server.url("/login"))
+        await client.fetch_page(server.url("/next"))
+    cookies = [
+        [line for line in head.decode().split("\r\n") if line.lower().startswith("cookie:")]
+        for head in server.heads
+    ]
+    assert cookies == [["Cookie: given=1"], ["Cookie: given=1; session=abc"]]

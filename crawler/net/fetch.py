@@ -114,6 +114,8 @@ class Fetcher:
         self._session: aiohttp.ClientSession | None = None
         self._pool: ConnectionPool | None = None
         self._heads = RequestHeads({"User-Agent": settings.user_agent, **settings.headers})
+        # A --header "Cookie: …": sent with the jar's cookies, as aiohttp merged them.
+        self._header_cookie = settings.headers if _names_cookie(settings.headers) else None
         self._resolver: MissingNames | None = None
         # The crawl's cookies; with --no-cookies only those of --cookie-jar, if any.
         self.jar: Jar | None = None
@@ -333,8 +335,10 @@ class Fetcher:
             credentials = f"{target.user or ''}:{target.password or ''}".encode()
             basic = "Basic " + base64.b64encode(credentials).decode()
             headers = {"Authorization": basic, **(headers or {})}
-        if self.jar is not None and (cookie := self.jar.cookie_header(target, headers)):
-            headers = {**(headers or {}), "Cookie": cookie}
+        if self.jar is not None:
+            given = headers if _names_cookie(headers) else self._header_cookie
+            if cookie := self.jar.cookie_header(target, given):
+                headers = {**(headers or {}), "Cookie": cookie}
         request = self._heads.build(
             method, target.raw_path_qs, host_header(scheme, host, port), headers
         )
@@ -438,6 +442,10 @@ class Fetcher:
             fetched.truncated = not response.content.at_eof()
         fetched.body = b"".join(chunks)
         fetched.size = size
+
+
+def _names_cookie(headers: dict[str, str] | None) -> bool:
+    return headers is not None and any(name.lower() == "cookie" for name in headers)
 
 
 def _wants_body(read: Read, fetched: Fetched, url: str) -> bool:
