@@ -2,16 +2,19 @@
 
 aiohttp builds its two default TLS contexts when ``aiohttp.connector`` is
 imported, and each reads every certificate of the system's CA store: that was
-a third of aiohttp's import time, paid by every crawl, including the many
-that never open a TLS connection (a site on http, a local directory). Here
+a third of aiohttp's import time, paid by every process that imports it
+(a crawl through a proxy, one that keeps cookies, the service), including
+the many that never open a TLS connection through aiohttp. Here
 the import records those contexts instead of loading them, and
 ``TCPConnector._get_ssl_context`` (where aiohttp picks a context for each TLS
 connection, whatever the session) loads them the first time it is asked for
 one: the same contexts, the same certificates, before the first handshake.
 
-``import_aiohttp`` runs when ``crawler.net`` is first imported, before any of
-its modules imports aiohttp; a process that imported aiohttp before that keeps
-aiohttp's own behaviour.
+``import_aiohttp`` runs when ``crawler.net.aio_client`` is first imported,
+which the crawler's modules import aiohttp through; a process that imported
+aiohttp before that keeps aiohttp's own behaviour. (The crawl's own
+connections, ``crawler.net.pool``, make their context at the first https
+request.)
 """
 
 from __future__ import annotations
