@@ -63,13 +63,21 @@ def embedded_ipv4(ip: IP) -> IP:
     return ip
 
 
+def ip_literal(host: str) -> IP | None:
+    """The address ``host`` spells (an IPv6 zone id left out), or None for a name."""
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+
+
 def is_private_address(address: str, allowed: Allowed = ()) -> bool:
     """Not public (private, shared, loopback, link-local, reserved, multicast,
     unspecified) and not in an allowed network."""
-    try:
-        ip = embedded_ipv4(ipaddress.ip_address(address.split("%", 1)[0]))
-    except ValueError:
+    literal = ip_literal(address)
+    if literal is None:
         return False
+    ip = embedded_ipv4(literal)
     if any(ip in network for network in allowed):
         return False
     return bool(

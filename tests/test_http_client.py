@@ -24,7 +24,7 @@ from crawler.config import CrawlSettings
 from crawler.errors import FailureKind
 from crawler.net.fetch import Fetcher
 from crawler.net.heads import RequestHeads
-from crawler.net.pool import ConnectionPool, Key, origin_key
+from crawler.net.pool import ConnectionPool, Key
 from crawler.net.resolver import SystemResolver
 
 PAGE = b"<!doctype html><title>t</title><a href='/next'>next</a>"
@@ -376,7 +376,7 @@ async def test_a_wait_for_a_slot_ends_at_its_deadline_and_the_slot_stays_usable(
     async with ScriptedServer(handler) as server:
         pool = ConnectionPool(SystemResolver(), limit=1, verify_tls=True)
         port = int(server.url().rsplit(":", 1)[1].rstrip("/"))
-        key = origin_key("http", "127.0.0.1", port)
+        key: Key = ("http", "127.0.0.1", port)
         request = RequestHeads({}).build("GET", "/", f"127.0.0.1:{port}")
         try:
             async with pool.exchange(key, request, head=False, deadline=pool.clock() + 30) as held:

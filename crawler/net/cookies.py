@@ -63,10 +63,9 @@ class CrawlJar(aiohttp.CookieJar):
 
     # -- what the crawl's own client calls (crawler.net.fetch) -------------------
 
-    def cookie_header(self, url: URL, headers: Mapping[str, str] | None = None) -> str:
-        """The ``Cookie`` header for a request to ``url``: a given one first, then the jar's."""
+    def cookie_header(self, url: URL, given: str = "") -> str:
+        """The ``Cookie`` header for a request to ``url``: a ``given`` one first, then the jar's."""
         found = self.filter_cookies(url)
-        given = next((v for k, v in (headers or {}).items() if k.lower() == "cookie"), "")
         if not found:
             return given
         pairs = "; ".join(f"{name}={morsel.coded_value}" for name, morsel in found.items())

@@ -41,7 +41,7 @@ from crawler.net.heads import RequestHeads, host_header
 from crawler.net.http1 import ResponseError
 from crawler.net.jar import Jar
 from crawler.net.missing_names import MissingNames
-from crawler.net.pool import ConnectFailed, ConnectionPool, NameNotResolved, origin_key
+from crawler.net.pool import ConnectFailed, ConnectionPool, NameNotResolved
 from crawler.net.resolver import AddressGuard, system_resolver
 from crawler.netguard import PrivateAddressError, parse_networks
 from crawler.patterns import compile_pattern
@@ -115,7 +115,7 @@ class Fetcher:
         self._pool: ConnectionPool | None = None
         self._heads = RequestHeads({"User-Agent": settings.user_agent, **settings.headers})
         # A --header "Cookie: …": sent with the jar's cookies, as aiohttp merged them.
-        self._header_cookie = settings.headers if _names_cookie(settings.headers) else None
+        self._header_cookie = _cookie_in(settings.headers)
         self._resolver: MissingNames | None = None
         # The crawl's cookies; with --no-cookies only those of --cookie-jar, if any.
         self.jar: Jar | None = None
@@ -299,7 +299,7 @@ class Fetcher:
             if self._guard is not None:  # every request the crawler makes passes here
                 await self._guard.check(target, via_proxy=proxy is not None)
             if proxy is None and target.scheme in _DIRECT:
-                await self._exchange(method, target, headers, fetched, read, feed, cap)
+                await self._exchange(method, url, target, headers, fetched, read, feed, cap)
             else:
                 async with self._proxied().request(
                     method,
@@ -318,6 +318,7 @@ class Fetcher:
     async def _exchange(
         self,
         method: str,
+        url: str,
         target: URL,
         headers: dict[str, str] | None,
         fetched: Fetched,
@@ -327,16 +328,15 @@ class Fetcher:
     ) -> None:
         """A request without a proxy: over the crawl's own connections (``crawler.net.pool``)."""
         assert self._pool is not None
-        host = target.raw_host
-        if not host:
-            raise InvalidURL(str(target))
-        scheme, port = target.scheme, target.port
+        host, scheme, port = target.raw_host, target.scheme, target.port
+        if not host or port is None:
+            raise InvalidURL(url)
         if target.raw_user is not None:  # credentials in the URL, sent as aiohttp sent them
             credentials = f"{target.user or ''}:{target.password or ''}".encode()
             basic = "Basic " + base64.b64encode(credentials).decode()
             headers = {"Authorization": basic, **(headers or {})}
         if self.jar is not None:
-            given = headers if _names_cookie(headers) else self._header_cookie
+            given = _cookie_in(headers) or self._header_cookie
             if cookie := self.jar.cookie_header(target, given):
                 headers = {**(headers or {}), "Cookie": cookie}
         request = self._heads.build(
@@ -344,11 +344,11 @@ class Fetcher:
         )
         deadline = self._pool.clock() + self._settings.timeout_s
         async with self._pool.exchange(
-            origin_key(scheme, host, port), request, head=method == "HEAD", deadline=deadline
+            (scheme, host, port), request, head=method == "HEAD", deadline=deadline
         ) as answer:
             if self.jar is not None and answer.set_cookies:
                 self.jar.take_set_cookies(answer.set_cookies, target)
-            await self._read_answer(answer, fetched, read, feed, cap, str(target))
+            await self._read_answer(answer, fetched, read, feed, cap, url)
 
     def _proxied(self) -> aiohttp.ClientSession:
         """aiohttp's session, made for the first request through a proxy."""
@@ -444,8 +444,11 @@ class Fetcher:
         fetched.size = size
 
 
-def _names_cookie(headers: dict[str, str] | None) -> bool:
-    return headers is not None and any(name.lower() == "cookie" for name in headers)
+def _cookie_in(headers: dict[str, str] | None) -> str:
+    """The value of a ``Cookie`` header among ``headers`` ("" when none)."""
+    if not headers:  # most requests: no header of their own
+        return ""
+    return next((v for k, v in headers.items() if k.lower() == "cookie"), "")
 
 
 def _wants_body(read: Read, fetched: Fetched, url: str) -> bool:

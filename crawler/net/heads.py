@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from crawler.urls import DEFAULT_PORTS
+
 ACCEPT_ENCODING = "gzip, deflate, br"  # what crawler.net.http1 decodes
-DEFAULT_PORTS = {"http": 80, "https": 443}
 
 Fields = dict[str, tuple[str, str]]  # lower-case name: (name as given, value)
 
@@ -51,10 +52,10 @@ class RequestHeads:
         return (line + _serialize(fields) + "\r\n").encode("utf-8", "surrogateescape")
 
 
-def host_header(scheme: str, host: str, port: int | None) -> str:
+def host_header(scheme: str, host: str, port: int) -> str:
     """``Host``'s value: the name (an IPv6 address in brackets), its port unless the default."""
     name = f"[{host}]" if ":" in host else host
-    if port is None or port == DEFAULT_PORTS.get(scheme):
+    if str(port) == DEFAULT_PORTS.get(scheme):
         return name
     return f"{name}:{port}"
 

@@ -1,6 +1,6 @@
 """One HTTP/1.1 client connection: a request written, its answer parsed by llhttp (httptools).
 
-The crawler's requests went through aiohttp, which spends about ten times
+The crawler's requests went through aiohttp, which spends several times
 the CPU of a bare protocol on each one (``bench/http_cost.py``): on a site
 that answers fast, that was the event loop's largest cost. This connection
 does only what a link checker's GET and HEAD need, with the parser aiohttp's
@@ -285,10 +285,8 @@ class _Inflate:
     """gzip or deflate (zlib-wrapped, or raw as some servers send it), a step at a time."""
 
     def __init__(self, encoding: str) -> None:
-        self._gzip = encoding in ("gzip", "x-gzip")
-        self._z: zlib._Decompress | None = (
-            zlib.decompressobj(16 + zlib.MAX_WBITS) if self._gzip else None
-        )
+        gzip = encoding in ("gzip", "x-gzip")
+        self._z: zlib._Decompress | None = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzip else None
 
     def decode(self, data: bytes) -> bytes:
         if self._z is None:  # deflate: a zlib header says which of the two it is

@@ -9,7 +9,7 @@ worker) or ``--cookie-jar`` file; from then on it hands every call on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from yarl import URL
@@ -35,11 +35,9 @@ class Jar:
             self._jar = CrawlJar(self._max_per_host)
         return self._jar
 
-    def cookie_header(self, url: URL, headers: Mapping[str, str] | None = None) -> str:
+    def cookie_header(self, url: URL, given: str = "") -> str:
         """The ``Cookie`` header for a request to ``url`` (``CrawlJar.cookie_header``)."""
-        if self._jar is None:
-            return next((v for k, v in (headers or {}).items() if k.lower() == "cookie"), "")
-        return self._jar.cookie_header(url, headers)
+        return given if self._jar is None else self._jar.cookie_header(url, given)
 
     def take_set_cookies(self, headers: Sequence[str], url: URL) -> None:
         self.real().take_set_cookies(headers, url)

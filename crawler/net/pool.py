@@ -21,16 +21,15 @@ aiohttp's connector gave the crawl:
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import socket
 import ssl
 import time
 from collections import OrderedDict, deque
 from types import TracebackType
 
-from crawler.net.heads import DEFAULT_PORTS
 from crawler.net.http1 import Answer, Connection, Disconnected
 from crawler.net.resolver import Address, Resolver
+from crawler.netguard import ip_literal
 
 KEEPALIVE_S = 15.0
 DNS_TTL_S = 300.0
@@ -209,10 +208,8 @@ class ConnectionPool:
         raise ConnectFailed(host, port, last or OSError("no address"))
 
     async def _addresses(self, host: str, port: int) -> list[Address]:
-        bare = host.split("%", 1)[0]
-        try:
-            literal = ipaddress.ip_address(bare)
-        except ValueError:
+        literal = ip_literal(host)
+        if literal is None:
             return await self._resolve(host, port)
         family = socket.AF_INET6 if literal.version == 6 else socket.AF_INET
         return [Address(hostname=host, host=host, port=port, family=family, proto=0, flags=0)]
@@ -249,10 +246,6 @@ class ConnectionPool:
                 self._tls.check_hostname = False
                 self._tls.verify_mode = ssl.CERT_NONE
         return self._tls
-
-
-def origin_key(scheme: str, host: str, port: int | None) -> Key:
-    return (scheme, host, port if port is not None else DEFAULT_PORTS.get(scheme, 80))
 
 
 class Exchange:

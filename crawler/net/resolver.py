@@ -24,14 +24,13 @@ The proxy's own address is the operator's choice and is not checked.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import socket
 from collections.abc import Iterable
 from typing import Protocol, TypedDict
 
 from yarl import URL
 
-from crawler.netguard import Allowed, PrivateAddressError, is_private_address
+from crawler.netguard import Allowed, PrivateAddressError, ip_literal, is_private_address
 
 
 class Address(TypedDict):
@@ -126,10 +125,7 @@ class AddressGuard:
     async def check(self, url: URL, *, via_proxy: bool) -> None:
         """Raise ``PrivateAddressError`` when ``url`` would reach a private address."""
         host = url.raw_host or ""
-        try:
-            literal = ipaddress.ip_address(host.split("%", 1)[0])
-        except ValueError:
-            literal = None
+        literal = ip_literal(host)
         if literal is not None:
             if is_private_address(str(literal), self.allowed):
                 raise PrivateAddressError(f"{host} is a private address")
