@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from crawler.report import DIFF_FORMATS
 from crawler.report.diff import CrawlDiff, compare
-from crawler.report.diff_formats import DIFF_FORMATS, render
+from crawler.report.diff_formats import render
 from crawler.report.model import BrokenLink
 
 EVIL = 'http://site.test/"><script>alert(1)</script>'

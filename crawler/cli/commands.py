@@ -33,7 +33,6 @@ from crawler.config import CrawlSettings, RunOptions
 from crawler.engine import runner, workers
 from crawler.errors import DatabaseFailedError, DiskFullError, InvalidURLError, UsageError
 from crawler.net import localsite, locations
-from crawler.report import diff_formats
 from crawler.report.model import BrokenEdge
 from crawler.store import open as store_open
 
@@ -118,10 +117,12 @@ def _recrawl(args: argparse.Namespace, run: RunOptions) -> int:
 
 def _diff(args: argparse.Namespace, run: RunOptions) -> int:
     """Print what changed between two crawls; exit 2 when links broke since, else 0."""
-    if run.format not in diff_formats.DIFF_FORMATS:
+    from crawler.report import diff_formats  # only for this command
+
+    if run.format not in report.DIFF_FORMATS:
         raise UsageError(
             f"invalid --format {run.format!r} for diff: "
-            f"choose from {', '.join(diff_formats.DIFF_FORMATS)}"
+            f"choose from {', '.join(report.DIFF_FORMATS)}"
         )
     _check_output(run.output)
     diff = store_open.load_diff(run.db, args.from_crawl, args.to_crawl)

@@ -14,8 +14,7 @@ from typing import NoReturn
 from crawler import __version__
 from crawler.cli import completion, options
 from crawler.cli.exits import EXIT_USAGE
-from crawler.report import FORMATS
-from crawler.report.diff_formats import DIFF_FORMATS
+from crawler.report import DIFF_FORMATS, FORMATS
 from crawler.service import command as service_cli
 
 EXIT_CODES = (

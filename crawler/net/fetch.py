@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import ssl
 import sys
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from types import TracebackType
@@ -103,6 +103,27 @@ class Response(Protocol):
     def content(self) -> Body: ...
 
 
+def _proxies_from_environment() -> dict[str, URL]:
+    """HTTP(S)_PROXY as urllib reads them; urllib.request (http.client, email…) is imported
+    only when some ``*_proxy`` variable is set, not by every crawl."""
+    if not any(name.lower().endswith("_proxy") for name in os.environ):
+        return {}
+    import urllib.request
+
+    return {
+        scheme: URL(address)
+        for scheme, address in urllib.request.getproxies_environment().items()
+        if scheme in ("http", "https")
+    }
+
+
+def _proxy_bypass(host: str) -> bool:
+    """NO_PROXY covers ``host`` (only asked when a proxy is set)."""
+    import urllib.request
+
+    return bool(urllib.request.proxy_bypass(host))
+
+
 class Fetcher:
     """The crawl's connections (and aiohttp's session for a proxy), from the settings.
 
@@ -121,11 +142,7 @@ class Fetcher:
         self.jar: Jar | None = None
         self._accepted = parse_accept(settings.accept)
         self._head_unreliable: set[str] = set()
-        self._proxies = {
-            scheme: URL(address)
-            for scheme, address in urllib.request.getproxies_environment().items()
-            if scheme in ("http", "https")
-        }
+        self._proxies = _proxies_from_environment()
         self._guard = (
             AddressGuard(
                 parse_networks(settings.allow_networks),
@@ -383,7 +400,7 @@ class Fetcher:
         if not self._proxies:
             return None
         proxy = self._proxies.get(parsed.scheme)
-        if proxy is None or urllib.request.proxy_bypass(parsed.host or ""):
+        if proxy is None or _proxy_bypass(parsed.host or ""):
             return None
         return proxy
 

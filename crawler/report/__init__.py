@@ -28,6 +28,8 @@ __all__ = ["ALL_PARTS", "FORMATS", "REGISTRY", "Format", "Part", "ReportData", "
 # The formats' names, in the registry's order (a test holds them equal): the
 # CLI's --help and completions need the names only, not the formats' modules.
 FORMATS: tuple[str, ...] = ("text", "json", "jsonl", "markdown", "csv", "junit", "sarif", "html")
+# ``crawler diff``'s formats (``crawler.report.diff_formats`` renders them).
+DIFF_FORMATS: tuple[str, ...] = ("text", "json", "markdown", "html")
 
 
 @functools.cache

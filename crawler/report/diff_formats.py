@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from crawler.report import DIFF_FORMATS
 from crawler.report._common import printable, reason
 from crawler.report.diff import CrawlDiff
 from crawler.report.model import BrokenLink
@@ -27,7 +28,6 @@ SECTIONS = (
     ("still_broken", "Still broken"),
 )
 PAGE_SECTIONS = (("pages_added", "Pages added"), ("pages_removed", "Pages removed"))
-DIFF_FORMATS = ("text", "json", "markdown", "html")
 
 
 def render(diff: CrawlDiff, fmt: str) -> str:

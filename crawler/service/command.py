@@ -15,11 +15,13 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from crawler.errors import CrawlerError, UsageError
-from crawler.service import config as service_config
-from crawler.service.config import ENVIRONMENT, ServiceConfig, is_loopback_bind
+from crawler.service.flags import ENVIRONMENT, add_serve_options
+
+if TYPE_CHECKING:
+    from crawler.service.config import ServiceConfig
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -47,88 +49,10 @@ def add_serve_command(subparsers: argparse._SubParsersAction[Any]) -> argparse.A
     return serve
 
 
-def add_serve_options(parser: argparse.ArgumentParser) -> None:
-    """The service's flags; an absent flag leaves the environment or default in force."""
-    env = ENVIRONMENT
-    parser.add_argument(
-        "--host",
-        help=f"address to listen on (default {service_config.DEFAULT_HOST}; "
-        f"anything but loopback needs a token) [{env['host']}]",
-    )
-    parser.add_argument(
-        "--port",
-        type=int,
-        help=f"port (default {service_config.DEFAULT_PORT}; 0 picks a free one) [{env['port']}]",
-    )
-    parser.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help=f"where crawls are kept (default ./{service_config.DEFAULT_DATA_DIR}) "
-        f"[{env['data_dir']}]",
-    )
-    parser.add_argument(
-        "--db",
-        metavar="URL",
-        help="postgresql://user@host/dbname: keep the index and the crawls in PostgreSQL, "
-        "where `crawler work --service --db URL` processes on other machines join them "
-        f"(default: SQLite files under the data directory) [{env['db']}]",
-    )
-    parser.add_argument(
-        "--token",
-        help="bearer token for POST and DELETE; prefer the environment variable, "
-        f"flags show in `ps` [{env['token']}]",
-    )
-    parser.add_argument(
-        "--max-running",
-        type=int,
-        metavar="N",
-        help=f"crawls running at once; the others queue (default "
-        f"{service_config.DEFAULT_MAX_RUNNING}) [{env['max_running']}]",
-    )
-    parser.add_argument(
-        "--allow-private",
-        action="store_true",
-        default=None,
-        help="let crawls reach private, loopback and link-local addresses "
-        f"[{env['allow_private']}]",
-    )
-    parser.add_argument(
-        "--allow-network",
-        action="append",
-        dest="allow_networks",
-        metavar="CIDR",
-        help="let crawls reach this private network, e.g. 10.1.0.0/16 (repeatable) "
-        f"[{env['allow_networks']}, comma-separated]",
-    )
-    parser.add_argument(
-        "--log-level",
-        choices=("debug", "info", "warning", "error"),
-        help=f"default {service_config.DEFAULT_LOG_LEVEL} [{env['log_level']}]",
-    )
-    parser.add_argument(
-        "--log-format",
-        choices=("console", "json"),
-        help=f"default {service_config.DEFAULT_LOG_FORMAT} [{env['log_format']}]",
-    )
-    parser.add_argument(
-        "--shutdown-timeout",
-        type=float,
-        metavar="SECONDS",
-        dest="shutdown_timeout_s",
-        help=f"on SIGTERM, how long in-flight requests may finish [{env['shutdown_timeout_s']}]",
-    )
-    parser.add_argument(
-        "--public-url",
-        metavar="URL",
-        help="the address users reach the service at, e.g. https://crawler.example.org "
-        "(a path prefix is kept): webhook bodies link to reports under it; unset, they "
-        f"carry relative paths [{env['public_url']}]",
-    )
-    service_config.add_security_options(parser)
-
-
 def run_serve(args: argparse.Namespace) -> int:
     """Serve until SIGTERM; returns the exit code."""
+    from crawler.service import config as service_config  # pydantic's model: only when serving
+
     flags = {field: getattr(args, field, None) for field in ENVIRONMENT}
     try:
         config = service_config.resolve(flags)
@@ -182,6 +106,8 @@ def _stdlib_logs_as_json() -> None:
 
 
 def _check_safe(config: ServiceConfig) -> None:
+    from crawler.service.config import is_loopback_bind
+
     if config.token is None and not is_loopback_bind(config.host):
         raise UsageError(
             f"refusing to listen on {config.host} without a token: anyone who can reach it "

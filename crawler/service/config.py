@@ -7,7 +7,6 @@ settings are not here: each crawl brings its own in the request body.
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import os
 import secrets
@@ -23,61 +22,29 @@ from crawler import netguard
 from crawler.config import DEFAULT_SHUTDOWN_TIMEOUT_S
 from crawler.errors import UsageError
 from crawler.service import budget
+from crawler.service.flags import (
+    BOOLEANS,
+    DEFAULT_DATA_DIR,
+    DEFAULT_HOST,
+    DEFAULT_LOG_FORMAT,
+    DEFAULT_LOG_LEVEL,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CRAWL_CONCURRENCY,
+    DEFAULT_MAX_HOST_CONCURRENCY,
+    DEFAULT_MAX_RUNNING,
+    DEFAULT_PORT,
+    DEFAULT_READ_TIMEOUT_S,
+    ENVIRONMENT,
+    FLAGS,
+    LISTS,
+    TOKEN_FILE,
+)
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8080
-DEFAULT_DATA_DIR = "crawler-data"
-DEFAULT_MAX_RUNNING = 2
-DEFAULT_LOG_LEVEL: Literal["info"] = "info"
-DEFAULT_LOG_FORMAT: Literal["json"] = "json"
-# What one crawl created over HTTP may ask for (the operator raises or lowers it):
-# 4,096 connections with no interval would make the service a traffic amplifier.
-DEFAULT_MAX_CRAWL_CONCURRENCY = 64
-DEFAULT_MAX_HOST_CONCURRENCY = 8
-# Slow clients: a request's headers and body must arrive within these, and at
-# most this many connections are open at once (the rest wait in the backlog).
-DEFAULT_READ_TIMEOUT_S = 15.0
-DEFAULT_MAX_CONNECTIONS = 256
-TOKEN_FILE = "token"  # noqa: S105 - a file name, not a secret
 MIN_TOKEN_CHARS = 16
 MAX_BODY_BYTES = 64 * 1024
 MAX_SEEDS = 100
 MAX_QUEUED = 1000
 MAX_HOST_LABELS = 50
-
-# field -> environment variable; flags are derived from the same names.
-ENVIRONMENT = {
-    "host": "CRAWLER_HOST",
-    "port": "CRAWLER_PORT",
-    "data_dir": "CRAWLER_DATA_DIR",
-    "db": "CRAWLER_DB",
-    "token": "CRAWLER_TOKEN",
-    "max_running": "CRAWLER_MAX_RUNNING",
-    "allow_private": "CRAWLER_ALLOW_PRIVATE",
-    "allow_networks": "CRAWLER_ALLOW_NETWORKS",
-    "log_level": "CRAWLER_LOG_LEVEL",
-    "log_format": "CRAWLER_LOG_FORMAT",
-    "shutdown_timeout_s": "CRAWLER_SHUTDOWN_TIMEOUT_S",
-    "no_token": "CRAWLER_NO_TOKEN",
-    "public_reads": "CRAWLER_PUBLIC_READS",
-    "allowed_hosts": "CRAWLER_ALLOWED_HOSTS",
-    "local_roots": "CRAWLER_LOCAL_ROOTS",
-    "max_crawl_concurrency": "CRAWLER_MAX_CRAWL_CONCURRENCY",
-    "max_host_concurrency": "CRAWLER_MAX_HOST_CONCURRENCY",
-    "read_timeout_s": "CRAWLER_READ_TIMEOUT_S",
-    "max_connections": "CRAWLER_MAX_CONNECTIONS",
-    "memory_budget": "CRAWLER_MEMORY_BUDGET",
-    "public_url": "CRAWLER_PUBLIC_URL",
-}
-BOOLEANS = ("allow_private", "no_token", "public_reads")
-LISTS = ("allow_networks", "allowed_hosts", "local_roots")
-
-# Flags whose name is not the field's (a repeatable flag is singular).
-FLAGS = {
-    "allow_networks": "--allow-network",
-    "allowed_hosts": "--allowed-host",
-    "local_roots": "--local-root",
-}
 
 
 class ServiceConfig(BaseModel):
@@ -267,77 +234,6 @@ def with_token(config: ServiceConfig) -> ServiceConfig:
     except pydantic.ValidationError as exc:
         reason = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
         raise UsageError(f"invalid token in {path}: {reason}; delete it to get a new one") from exc
-
-
-def add_security_options(parser: argparse.ArgumentParser) -> None:
-    """The flags of the service's safety limits (``crawler serve --help``)."""
-    env = ENVIRONMENT
-    parser.add_argument(
-        "--no-token",
-        action="store_true",
-        default=None,
-        help="serve without a token (reads and writes open to whoever reaches the port; "
-        "loopback only, never behind a proxy). Without this or a token, one is generated "
-        f"in DATA_DIR/{TOKEN_FILE} [{env['no_token']}]",
-    )
-    parser.add_argument(
-        "--public-reads",
-        action="store_true",
-        default=None,
-        help=f"GET needs no token (reports show a site's structure) [{env['public_reads']}]",
-    )
-    parser.add_argument(
-        "--allowed-host",
-        action="append",
-        dest="allowed_hosts",
-        metavar="NAME",
-        help="a Host header to answer besides loopback ones, e.g. crawler.example.org "
-        f"(repeatable) [{env['allowed_hosts']}, comma-separated]",
-    )
-    parser.add_argument(
-        "--local-root",
-        action="append",
-        dest="local_roots",
-        metavar="DIR",
-        help="let API seeds name directories under DIR (repeatable; none by default) "
-        f"[{env['local_roots']}, comma-separated]",
-    )
-    parser.add_argument(
-        "--max-crawl-concurrency",
-        type=int,
-        metavar="N",
-        help=f"highest max_concurrency a crawl may ask for (default "
-        f"{DEFAULT_MAX_CRAWL_CONCURRENCY}) [{env['max_crawl_concurrency']}]",
-    )
-    parser.add_argument(
-        "--max-host-concurrency",
-        type=int,
-        metavar="N",
-        help=f"highest host_concurrency a crawl may ask for (default "
-        f"{DEFAULT_MAX_HOST_CONCURRENCY}) [{env['max_host_concurrency']}]",
-    )
-    parser.add_argument(
-        "--read-timeout",
-        type=float,
-        metavar="SECONDS",
-        dest="read_timeout_s",
-        help=f"a request's headers and body must arrive within this (default "
-        f"{DEFAULT_READ_TIMEOUT_S:g}) [{env['read_timeout_s']}]",
-    )
-    parser.add_argument(
-        "--memory-budget",
-        metavar="SIZE",
-        help="memory the running crawls share, e.g. 512M or 1G; sizes body and link caps, "
-        "parse helpers and pages in flight (default: 512M, the shipped container limit, or "
-        f"the cgroup's limit when lower) [{env['memory_budget']}]",
-    )
-    parser.add_argument(
-        "--max-connections",
-        type=int,
-        metavar="N",
-        help=f"connections open at once (default {DEFAULT_MAX_CONNECTIONS}) "
-        f"[{env['max_connections']}]",
-    )
 
 
 def _env_bool(raw: str, name: str) -> bool:

@@ -12,6 +12,7 @@ from crawler.cli import main as cli
 from crawler.errors import UsageError
 from crawler.models import Counts
 from crawler.service import config as service_config
+from crawler.service import flags as service_flags
 from crawler.service import safety
 from crawler.service.command import add_serve_command, run_serve
 from crawler.service.metrics import OTHER_HOST, HostLabels, ServiceMetrics, host_deltas
@@ -139,8 +140,8 @@ def test_config_precedence_flags_over_environment_over_defaults(tmp_path: Path) 
     assert config.port == 9100
     assert config.max_running == 5
     assert config.allow_private is True
-    assert config.host == service_config.DEFAULT_HOST
-    assert service_config.resolve({}, {}).max_running == service_config.DEFAULT_MAX_RUNNING
+    assert config.host == service_flags.DEFAULT_HOST
+    assert service_config.resolve({}, {}).max_running == service_flags.DEFAULT_MAX_RUNNING
 
 
 @pytest.mark.parametrize(
