@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from yarl import URL
 
 from crawler import urls
 from crawler.errors import InvalidURLError
@@ -14,6 +15,7 @@ from crawler.urls import (
     host_of,
     is_http,
     normalize,
+    request_target,
     resolve,
     resolve_key,
     scheme_of,
@@ -387,6 +389,51 @@ def test_normalize_fast_path_agrees_with_full_parse(url: str) -> None:
     assert normalize(url) == (key, fragment)
     assert normalize(key + "#" + fragment) == (key, fragment)
     assert _normalize_slow(key) == (key, "")
+
+
+def _yarl_target(url: str) -> tuple[str, str, int, str] | None:
+    """What the fetcher took from yarl before ``request_target``; None where it could not."""
+    try:
+        parsed = URL(url, encoded=True)
+        host, port = parsed.raw_host, parsed.port
+    except ValueError:
+        return None
+    if not host or port is None:
+        return None
+    return parsed.scheme, host, port, parsed.raw_path_qs
+
+
+@settings(max_examples=400, deadline=None)
+@given(_urls())
+def test_request_target_is_what_yarl_reads_and_takes_every_key(url: str) -> None:
+    target = request_target(url)
+    if target is not None:
+        assert target == _yarl_target(url)
+    try:
+        key, _fragment = normalize(url)
+    except InvalidURLError:
+        return
+    if "@" not in key:  # credentials take yarl's parse (they are sent as Basic auth)
+        assert request_target(key) == _yarl_target(key) is not None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "HTTP://example.com/",  # not a key: yarl's parse
+        "http://Example.com/",
+        "http://example.com/?",  # yarl drops the empty query
+        "http://user@example.com/",
+        "http://example.com/a b",
+        "http://example.com/a#b",
+        "http://example.com:0/",
+        "http://example.com:65536/",
+        "http://example.com",
+        "ftp://example.com/",
+    ],
+)
+def test_request_target_leaves_the_unusual_to_yarl(url: str) -> None:
+    assert request_target(url) is None
 
 
 @settings(max_examples=200, deadline=None)

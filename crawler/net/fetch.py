@@ -47,6 +47,7 @@ from crawler.netguard import PrivateAddressError, parse_networks
 from crawler.patterns import compile_pattern
 from crawler.sniff import SNIFF_BYTES, looks_like_html
 from crawler.status import parse_accept
+from crawler.urls import request_target
 
 if TYPE_CHECKING:
     import aiohttp
@@ -311,21 +312,31 @@ class Fetcher:
         if conditional:
             headers = {**(headers or {}), **conditional}
         try:
-            target = URL(url, encoded=True)
-            proxy = self._proxy(target)
-            if self._guard is not None:  # every request the crawler makes passes here
-                await self._guard.check(target, via_proxy=proxy is not None)
-            if proxy is None and target.scheme in _DIRECT:
-                await self._exchange(method, url, target, headers, fetched, read, feed, cap)
+            plain = None if self._proxies or self._guard is not None else request_target(url)
+            if plain is not None:  # a key, on the crawl's own connections: no URL object
+                await self._exchange(method, url, plain, None, headers, fetched, read, feed, cap)
             else:
-                async with self._proxied().request(
-                    method,
-                    target,
-                    allow_redirects=False,
-                    headers=headers,
-                    proxy=proxy,
-                ) as response:
-                    await self._read_answer(response, fetched, read, feed, cap, url)
+                target = URL(url, encoded=True)
+                proxy = self._proxy(target)
+                if self._guard is not None:  # every request the crawler makes passes here
+                    await self._guard.check(target, via_proxy=proxy is not None)
+                if proxy is None and target.scheme in _DIRECT:
+                    host, port = target.raw_host, target.port
+                    if not host or port is None:
+                        raise InvalidURL(url)
+                    parts = (target.scheme, host, port, target.raw_path_qs)
+                    await self._exchange(
+                        method, url, parts, target, headers, fetched, read, feed, cap
+                    )
+                else:
+                    async with self._proxied().request(
+                        method,
+                        target,
+                        allow_redirects=False,
+                        headers=headers,
+                        proxy=proxy,
+                    ) as response:
+                        await self._read_answer(response, fetched, read, feed, cap, url)
         except Exception as exc:  # every failure becomes data on the link
             fetched.failure, fetched.error = classify_exception(exc)
             fetched.body = None
@@ -336,35 +347,37 @@ class Fetcher:
         self,
         method: str,
         url: str,
-        target: URL,
+        parts: tuple[str, str, int, str],
+        target: URL | None,
         headers: dict[str, str] | None,
         fetched: Fetched,
         read: Read,
         feed: Feed | None,
         cap: int,
     ) -> None:
-        """A request without a proxy: over the crawl's own connections (``crawler.net.pool``)."""
+        """A request without a proxy: over the crawl's own connections (``crawler.net.pool``).
+
+        ``parts`` are the URL's scheme, host, port, path and query; ``target`` its
+        yarl URL when one was made (credentials in the URL are read from it).
+        """
         assert self._pool is not None
-        host, scheme, port = target.raw_host, target.scheme, target.port
-        if not host or port is None:
-            raise InvalidURL(url)
-        if target.raw_user is not None:  # credentials in the URL, sent as aiohttp sent them
+        scheme, host, port, path_qs = parts
+        if target is not None and target.raw_user is not None:  # sent as aiohttp sent them
             credentials = f"{target.user or ''}:{target.password or ''}".encode()
             basic = "Basic " + base64.b64encode(credentials).decode()
             headers = {"Authorization": basic, **(headers or {})}
-        if self.jar is not None:
+        jar = self.jar
+        if jar is not None:
             given = _cookie_in(headers) or self._header_cookie
-            if cookie := self.jar.cookie_header(target, given):
+            if cookie := jar.cookie_header(target or url, given):
                 headers = {**(headers or {}), "Cookie": cookie}
-        request = self._heads.build(
-            method, target.raw_path_qs, host_header(scheme, host, port), headers
-        )
+        request = self._heads.build(method, path_qs, host_header(scheme, host, port), headers)
         deadline = self._pool.clock() + self._settings.timeout_s
         async with self._pool.exchange(
             (scheme, host, port), request, head=method == "HEAD", deadline=deadline
         ) as answer:
-            if self.jar is not None and answer.set_cookies:
-                self.jar.take_set_cookies(answer.set_cookies, target)
+            if jar is not None and answer.set_cookies:
+                jar.take_set_cookies(answer.set_cookies, target or url)
             await self._read_answer(answer, fetched, read, feed, cap, url)
 
     def _proxied(self) -> aiohttp.ClientSession:

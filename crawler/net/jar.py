@@ -35,12 +35,17 @@ class Jar:
             self._jar = CrawlJar(self._max_per_host)
         return self._jar
 
-    def cookie_header(self, url: URL, given: str = "") -> str:
-        """The ``Cookie`` header for a request to ``url`` (``CrawlJar.cookie_header``)."""
-        return given if self._jar is None else self._jar.cookie_header(url, given)
+    def cookie_header(self, url: URL | str, given: str = "") -> str:
+        """The ``Cookie`` header for a request to ``url`` (``CrawlJar.cookie_header``).
 
-    def take_set_cookies(self, headers: Sequence[str], url: URL) -> None:
-        self.real().take_set_cookies(headers, url)
+        ``url`` may be the URL's string: it is parsed only when the jar holds cookies.
+        """
+        if self._jar is None:
+            return given
+        return self._jar.cookie_header(_as_url(url), given)
+
+    def take_set_cookies(self, headers: Sequence[str], url: URL | str) -> None:
+        self.real().take_set_cookies(headers, _as_url(url))
 
     def merge(
         self, cookies: Iterable[Cookie], now: float | None = None, *, is_new: bool = False
@@ -51,3 +56,7 @@ class Jar:
 
     def take_changes(self) -> list[Cookie]:
         return [] if self._jar is None else self._jar.take_changes()
+
+
+def _as_url(url: URL | str) -> URL:
+    return url if isinstance(url, URL) else URL(url, encoded=True)
