@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 # stylesheet, parsed for its url() references): crawled when in scope.
 PAGE_ELEMENTS = frozenset({"a", "area", "iframe", "frame", "meta", "seed", "sitemap", "stylesheet"})
 MEMO_SIZE = 5_000
+_NEW = tuple.__new__
 # A re-crawl classifies every recorded link of every unchanged page again: most
 # are to pages many pages link to, so these are memoized, least recently used
 # first out (emptied when full, the memo classified about twice as many links).
@@ -166,7 +167,9 @@ class Scope:
             and not fragment.startswith(":~:")
         ):
             kind = UrlKind.ANCHORS  # fetched once with GET to learn its anchors
-        return Discovered(url=key, host=host, kind=kind, element=element, fragment=fragment)
+        # A named tuple's own constructor is a Python function, compiled build or not:
+        # tuple.__new__ costs a third, and this line runs for every new link of a page.
+        return _NEW(Discovered, (key, host, kind, element, fragment, None, None, None, None))
 
     def classify_recorded(self, url: str, fragment: str, *, element: str, depth: int) -> Discovered:
         """A link as an earlier crawl recorded it (URL key, fragment), classified again.
