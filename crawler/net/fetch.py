@@ -369,7 +369,7 @@ class Fetcher:
         jar = self.jar
         if jar is not None:
             given = _cookie_in(headers) or self._header_cookie
-            if cookie := jar.cookie_header(target or url, given):
+            if cookie := jar.cookie_header(url if target is None else target, given):
                 headers = {**(headers or {}), "Cookie": cookie}
         request = self._heads.build(method, path_qs, host_header(scheme, host, port), headers)
         deadline = self._pool.clock() + self._settings.timeout_s
@@ -377,7 +377,7 @@ class Fetcher:
             (scheme, host, port), request, head=method == "HEAD", deadline=deadline
         ) as answer:
             if jar is not None and answer.set_cookies:
-                jar.take_set_cookies(answer.set_cookies, target or url)
+                jar.take_set_cookies(answer.set_cookies, url if target is None else target)
             await self._read_answer(answer, fetched, read, feed, cap, url)
 
     def _proxied(self) -> aiohttp.ClientSession:
