@@ -142,6 +142,55 @@ async def test_crawl_with_a_helper_reports_what_one_without_does(
     assert server.url("/gone") in {b.url for b in helped.broken}
 
 
+async def test_the_helpers_are_behind_when_each_holds_that_many_pages(pool) -> None:
+    helpers, _ = pool
+    helper = helpers._helpers[0]
+    assert not helpers.behind(1)
+    loop = asyncio.get_running_loop()
+    held = {-1: loop.create_future(), -2: loop.create_future()}  # ids no reply will name
+    helper.pending.update(held)
+    assert helpers.behind(2)
+    assert not helpers.behind(3)
+    for request_id in held:
+        del helper.pending[request_id]
+    helper.alive = False  # a lost helper is never behind: nothing goes to it
+    assert not helpers.behind(0)
+    helper.alive = True
+
+
+@pytest.mark.patches_compiled
+async def test_pages_the_helpers_are_behind_on_are_parsed_here_alike(
+    site_server, tmp_path, monkeypatch
+) -> None:
+    """Every other page parsed on the loop's thread: the same report as all parsed there."""
+    site = {"/": Page(links=[f"/p{i}" for i in range(30)] + ["/gone", "mailto:x@y.z"])}
+    for i in range(30):
+        site[f"/p{i}"] = Page(links=[f"/p{(i * 7) % 30}", f"/q{i % 3}.png", "/gone#x"])
+    server = await site_server(site)
+    monkeypatch.setattr(engine, "PARSE_HELPERS_AFTER_PAGES", 5)
+    inline = await crawl(tmp_path / "inline.db", [server.url("/")])
+    asked: list[bool] = []
+    sent: list[bool] = []
+    parse = ParsePool.parse
+
+    def alternating(self: ParsePool, pages_each: int) -> bool:
+        asked.append(len(asked) % 2 == 0)
+        return asked[-1]
+
+    async def counting(self: ParsePool, leased: LeasedUrl, fetched: Fetched):  # type: ignore[no-untyped-def]
+        parsed = await parse(self, leased, fetched)
+        sent.append(parsed is not None)
+        return parsed
+
+    monkeypatch.setattr(ParsePool, "behind", alternating)
+    monkeypatch.setattr(ParsePool, "parse", counting)
+    shared = await crawl(tmp_path / "shared.db", [server.url("/")], parse_helpers=1)
+    assert comparable(shared) == comparable(inline)
+    assert sum(asked) >= 5  # parsed here: the helper was "behind"
+    assert sum(sent) >= 5  # parsed by the helper
+    assert len(sent) == len(asked) - sum(asked)
+
+
 def test_helper_exits_when_its_crawler_is_gone() -> None:
     """A SIGKILLed crawler closes the helper's stdin; the helper must not linger."""
     import pickle

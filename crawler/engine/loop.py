@@ -91,6 +91,13 @@ GC_YOUNG_THRESHOLD = 20_000
 # crawl parsed over a tenth of its pages (1,000 and those of the helper's
 # start) on the loop's thread, the one that saturates.
 PARSE_HELPERS_AFTER_PAGES = 200
+# A page is parsed on the loop's thread instead when every helper already holds
+# this many (more than a batch: they fall behind the fetches, whose slots then
+# wait on them) and its body is small enough not to hold the loop long: the
+# loop's thread parses beside the helpers, at no other process's memory. A
+# helper that keeps up never holds that many, and gets every page.
+SHARE_ABOVE_PAGES = 40
+SHARE_MAX_BYTES = 256 * 1024
 
 
 @dataclass(slots=True)
@@ -528,7 +535,7 @@ class Engine:
         if self._memory is not None and self._parse_pool_start is not None:
             await asyncio.wait({self._parse_pool_start})  # the first pages wait for the helper
         pool = self._parse_pool
-        if pool is not None and pool.alive:
+        if pool is not None and pool.alive and not self._parse_here_instead(pool, fetched):
             parsed = await pool.parse(row, fetched)
             if parsed is not None:
                 return parsed
@@ -539,6 +546,17 @@ class Engine:
                 self._policy.max_links,
             )  # fmt: skip
         return None
+
+    def _parse_here_instead(self, pool: ParsePool, fetched: Fetched) -> bool:
+        """Are the helpers behind, and this page small enough to parse on the loop?
+
+        Not with a memory budget (the service): its loop never parses.
+        """
+        return (
+            self._memory is None
+            and len(fetched.body or b"") <= SHARE_MAX_BYTES
+            and pool.behind(SHARE_ABOVE_PAGES)
+        )
 
     def _body_cost(self, fetched: Fetched) -> int:
         if self._memory is None:

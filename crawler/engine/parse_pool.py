@@ -91,6 +91,11 @@ class ParsePool:
             self._helpers.append(helper)
         log.info("parse_helpers_started", count=len(self._helpers))
 
+    def behind(self, pages_each: int) -> bool:
+        """Does every live helper hold at least ``pages_each`` pages not yet answered?"""
+        alive = [helper for helper in self._helpers if helper.alive]
+        return bool(alive) and all(len(helper.pending) >= pages_each for helper in alive)
+
     async def parse(self, leased: LeasedUrl, fetched: Fetched) -> Parsed | None:
         """The links of ``fetched`` as ``outcome.parse_body`` finds them, or None."""
         helpers = self._helpers
