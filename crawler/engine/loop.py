@@ -92,11 +92,12 @@ GC_YOUNG_THRESHOLD = 20_000
 # start) on the loop's thread, the one that saturates.
 PARSE_HELPERS_AFTER_PAGES = 200
 # A page is parsed on the loop's thread instead when every helper already holds
-# this many (more than a batch: they fall behind the fetches, whose slots then
-# wait on them) and its body is small enough not to hold the loop long: the
-# loop's thread parses beside the helpers, at no other process's memory. A
-# helper that keeps up never holds that many, and gets every page.
-SHARE_ABOVE_PAGES = 40
+# this many rounds of fetches (--max-concurrency pages each; the tasks' limit
+# is two rounds: past it, fetch slots wait on the helpers) and its body is
+# small enough not to hold the loop long: the loop's thread parses beside the
+# helpers, at no other process's memory. A helper that keeps up never holds
+# that many, and gets every page.
+SHARE_ABOVE_ROUNDS = 1.5
 SHARE_MAX_BYTES = 256 * 1024
 
 
@@ -555,7 +556,7 @@ class Engine:
         return (
             self._memory is None
             and len(fetched.body or b"") <= SHARE_MAX_BYTES
-            and pool.behind(SHARE_ABOVE_PAGES)
+            and pool.behind(max(1, int(SHARE_ABOVE_ROUNDS * self._settings.max_concurrency)))
         )
 
     def _body_cost(self, fetched: Fetched) -> int:
