@@ -35,3 +35,23 @@ def test_bench_smoke_run_is_exact(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "pages/s" in done.stdout
+
+
+def test_thread_cpu_names_the_busy_thread_of_a_child() -> None:
+    """A command whose child spins in a second thread: that thread leads the table."""
+    spin = (
+        "import threading, time\n"
+        "def spin():\n"
+        "    end = time.process_time() + 0.3\n"
+        "    while time.process_time() < end: pass\n"
+        "t = threading.Thread(target=spin); t.start(); t.join()\n"
+    )
+    parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {spin!r}])"
+    done = subprocess.run(
+        [sys.executable, "bench/thread_cpu.py", "--", sys.executable, "-c", parent],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    busiest = done.stdout.splitlines()[1]
+    assert " child " in busiest, done.stdout
+    assert " thread " in busiest, done.stdout  # not the child's main thread

@@ -7,6 +7,8 @@ two requests that fetched it. ``ParsePool`` sends page bodies to
 
 It only ever saves work: when a helper dies or cannot start, every page it
 held, and every later one, is parsed in the crawler's own process as before.
+And when the helpers fall behind (``behind``), the engine parses small pages
+on its own thread meanwhile (``crawler.engine.loop.SHARE_ABOVE_ROUNDS``).
 
 The pages handed over during one turn of the event loop go to a helper as one
 batch, written when the turn ends: one pipe write and one reply to read per
