@@ -191,6 +191,29 @@ async def test_pages_the_helpers_are_behind_on_are_parsed_here_alike(
     assert len(sent) == len(asked) - sum(asked)
 
 
+@pytest.mark.patches_compiled
+async def test_helpers_start_after_so_much_html_however_few_pages(
+    site_server, tmp_path, monkeypatch
+) -> None:
+    site = {"/": Page(links=[f"/p{i}" for i in range(20)])}
+    big = page_html(links=["/"]).replace("</body>", "<p>" + "lorem " * 4_000 + "</p></body>")
+    site |= {f"/p{i}": Page(body=big) for i in range(20)}  # 24 KB each
+    server = await site_server(site)
+    monkeypatch.setattr(engine, "PARSE_HELPERS_AFTER_PAGES", 1_000)
+    monkeypatch.setattr(engine, "PARSE_HELPERS_AFTER_BYTES", 50_000)  # a few of these pages
+    answered = []
+    parse = ParsePool.parse
+
+    async def counting(self: ParsePool, leased: LeasedUrl, fetched: Fetched):  # type: ignore[no-untyped-def]
+        parsed = await parse(self, leased, fetched)
+        answered.append(parsed is not None)
+        return parsed
+
+    monkeypatch.setattr(ParsePool, "parse", counting)
+    await crawl(tmp_path / "c.db", [server.url("/")], parse_helpers=1, max_concurrency=2)
+    assert sum(answered) >= 5  # the helper started after the first few pages, not never
+
+
 def test_helper_exits_when_its_crawler_is_gone() -> None:
     """A SIGKILLed crawler closes the helper's stdin; the helper must not linger."""
     import pickle

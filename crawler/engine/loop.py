@@ -91,6 +91,9 @@ GC_YOUNG_THRESHOLD = 20_000
 # crawl parsed over a tenth of its pages (1,000 and those of the helper's
 # start) on the loop's thread, the one that saturates.
 PARSE_HELPERS_AFTER_PAGES = 200
+# ... or once this much HTML was: what 200 pages of a typical site weigh, and a
+# few dozen of a site of large pages (the Python docs: 96 KB a page on average).
+PARSE_HELPERS_AFTER_BYTES = 4 * 1024 * 1024
 # A page is parsed on the loop's thread instead when every helper already holds
 # this many rounds of fetches (--max-concurrency pages each; the tasks' limit
 # is two rounds: past it, fetch slots wait on the helpers) and its body is
@@ -183,6 +186,7 @@ class Engine:
         self._memory = memory
         self._reserved: dict[int, Reservation] = {}
         self._parsed_here = 0
+        self._parsed_here_bytes = 0
         self._parse_pool: ParsePool | None = None
         self._parse_pool_start: asyncio.Task[None] | None = None
         self.stats = RunStats(started_at=time.monotonic())
@@ -530,7 +534,10 @@ class Engine:
         if (
             self._parse_helpers > 0
             and self._parse_pool_start is None
-            and self._parsed_here >= self._parse_helpers_after
+            and (
+                self._parsed_here >= self._parse_helpers_after
+                or self._parsed_here_bytes >= PARSE_HELPERS_AFTER_BYTES
+            )
         ):
             self._parse_pool_start = asyncio.create_task(self._start_parse_pool())
         if self._memory is not None and self._parse_pool_start is not None:
@@ -541,6 +548,7 @@ class Engine:
             if parsed is not None:
                 return parsed
         self._parsed_here += 1
+        self._parsed_here_bytes += len(fetched.body or b"")
         if self._memory is not None:  # never on the service's loop: a thread, if not a helper
             return await asyncio.to_thread(
                 parse_body, row, fetched, self._scope, self._policy.include_fragments,
