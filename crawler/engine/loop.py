@@ -99,9 +99,10 @@ PARSE_HELPERS_AFTER_BYTES = 4 * 1024 * 1024
 # is two rounds: past it, fetch slots wait on the helpers) and its body is
 # small enough not to hold the loop long: the loop's thread parses beside the
 # helpers, at no other process's memory. A helper that keeps up never holds
-# that many, and gets every page.
+# that many, and gets every page. Larger pages always go to the helpers: this
+# process never holds a large page's tree on top of the pages in flight.
 SHARE_ABOVE_ROUNDS = 1.5
-SHARE_MAX_BYTES = 256 * 1024
+SHARE_MAX_BYTES = 64 * 1024
 
 
 @dataclass(slots=True)
