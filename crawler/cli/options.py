@@ -99,7 +99,7 @@ OPTIONS: tuple[Option, ...] = (
         "parse_helpers",
         ("--parse-helpers",),
         "processes that parse pages beside the one fetching them; default: one on 2+ "
-        "cores with --workers 1, started after 200 pages",
+        "cores with --workers 1, started after 200 pages or 4 MB of HTML",
         "run",
         metavar="N",
         type=int,
