@@ -116,16 +116,17 @@ async def test_a_helper_outlives_a_sigterm_to_the_process_group(pool) -> None:
     assert helpers.alive
 
 
-@pytest.mark.patches_compiled
-async def test_crawl_with_a_helper_reports_what_one_without_does(
-    site_server, tmp_path, monkeypatch
-) -> None:
+def _linked_site() -> dict[str, Page]:
+    """30 pages linking to each other, to images and to a missing page."""
     site = {"/": Page(links=[f"/p{i}" for i in range(30)] + ["/gone", "mailto:x@y.z"])}
     for i in range(30):
         site[f"/p{i}"] = Page(links=[f"/p{(i * 7) % 30}", f"/q{i % 3}.png", "/gone#x"])
-    server = await site_server(site)
-    monkeypatch.setattr(engine, "PARSE_HELPERS_AFTER_PAGES", 5)
-    answered = []
+    return site
+
+
+def _count_helper_answers(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each page handed to a helper from now on: True when the helper answered it."""
+    answered: list[bool] = []
     parse = ParsePool.parse
 
     async def counting(self: ParsePool, leased: LeasedUrl, fetched: Fetched):  # type: ignore[no-untyped-def]
@@ -134,6 +135,16 @@ async def test_crawl_with_a_helper_reports_what_one_without_does(
         return parsed
 
     monkeypatch.setattr(ParsePool, "parse", counting)
+    return answered
+
+
+@pytest.mark.patches_compiled
+async def test_crawl_with_a_helper_reports_what_one_without_does(
+    site_server, tmp_path, monkeypatch
+) -> None:
+    server = await site_server(_linked_site())
+    monkeypatch.setattr(engine, "PARSE_HELPERS_AFTER_PAGES", 5)
+    answered = _count_helper_answers(monkeypatch)
     inline = await crawl(tmp_path / "inline.db", [server.url("/")])
     assert not answered
     helped = await crawl(tmp_path / "helped.db", [server.url("/")], parse_helpers=1)
@@ -163,27 +174,17 @@ async def test_pages_the_helpers_are_behind_on_are_parsed_here_alike(
     site_server, tmp_path, monkeypatch
 ) -> None:
     """Every other page parsed on the loop's thread: the same report as all parsed there."""
-    site = {"/": Page(links=[f"/p{i}" for i in range(30)] + ["/gone", "mailto:x@y.z"])}
-    for i in range(30):
-        site[f"/p{i}"] = Page(links=[f"/p{(i * 7) % 30}", f"/q{i % 3}.png", "/gone#x"])
-    server = await site_server(site)
+    server = await site_server(_linked_site())
     monkeypatch.setattr(engine, "PARSE_HELPERS_AFTER_PAGES", 5)
     inline = await crawl(tmp_path / "inline.db", [server.url("/")])
     asked: list[bool] = []
-    sent: list[bool] = []
-    parse = ParsePool.parse
 
     def alternating(self: ParsePool, pages_each: int) -> bool:
         asked.append(len(asked) % 2 == 0)
         return asked[-1]
 
-    async def counting(self: ParsePool, leased: LeasedUrl, fetched: Fetched):  # type: ignore[no-untyped-def]
-        parsed = await parse(self, leased, fetched)
-        sent.append(parsed is not None)
-        return parsed
-
     monkeypatch.setattr(ParsePool, "behind", alternating)
-    monkeypatch.setattr(ParsePool, "parse", counting)
+    sent = _count_helper_answers(monkeypatch)
     shared = await crawl(tmp_path / "shared.db", [server.url("/")], parse_helpers=1)
     assert comparable(shared) == comparable(inline)
     assert sum(asked) >= 5  # parsed here: the helper was "behind"
@@ -201,15 +202,7 @@ async def test_helpers_start_after_so_much_html_however_few_pages(
     server = await site_server(site)
     monkeypatch.setattr(engine, "PARSE_HELPERS_AFTER_PAGES", 1_000)
     monkeypatch.setattr(engine, "PARSE_HELPERS_AFTER_BYTES", 50_000)  # a few of these pages
-    answered = []
-    parse = ParsePool.parse
-
-    async def counting(self: ParsePool, leased: LeasedUrl, fetched: Fetched):  # type: ignore[no-untyped-def]
-        parsed = await parse(self, leased, fetched)
-        answered.append(parsed is not None)
-        return parsed
-
-    monkeypatch.setattr(ParsePool, "parse", counting)
+    answered = _count_helper_answers(monkeypatch)
     await crawl(tmp_path / "c.db", [server.url("/")], parse_helpers=1, max_concurrency=2)
     assert sum(answered) >= 5  # the helper started after the first few pages, not never
 
