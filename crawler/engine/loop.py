@@ -188,6 +188,8 @@ class Engine:
         self._reserved: dict[int, Reservation] = {}
         self._parsed_here = 0
         self._parsed_here_bytes = 0
+        # Pages each helper holds past which the loop's thread parses too.
+        self._share_above = max(1, int(SHARE_ABOVE_ROUNDS * settings.max_concurrency))
         self._parse_pool: ParsePool | None = None
         self._parse_pool_start: asyncio.Task[None] | None = None
         self.stats = RunStats(started_at=time.monotonic())
@@ -565,7 +567,7 @@ class Engine:
         return (
             self._memory is None
             and len(fetched.body or b"") <= SHARE_MAX_BYTES
-            and pool.behind(max(1, int(SHARE_ABOVE_ROUNDS * self._settings.max_concurrency)))
+            and pool.behind(self._share_above)
         )
 
     def _body_cost(self, fetched: Fetched) -> int:

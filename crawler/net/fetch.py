@@ -316,32 +316,39 @@ class Fetcher:
             if plain is not None:  # a key, on the crawl's own connections: no URL object
                 await self._exchange(method, url, plain, None, headers, fetched, read, feed, cap)
             else:
-                target = URL(url, encoded=True)
-                proxy = self._proxy(target)
-                if self._guard is not None:  # every request the crawler makes passes here
-                    await self._guard.check(target, via_proxy=proxy is not None)
-                if proxy is None and target.scheme in _DIRECT:
-                    host, port = target.raw_host, target.port
-                    if not host or port is None:
-                        raise InvalidURL(url)
-                    parts = (target.scheme, host, port, target.raw_path_qs)
-                    await self._exchange(
-                        method, url, parts, target, headers, fetched, read, feed, cap
-                    )
-                else:
-                    async with self._proxied().request(
-                        method,
-                        target,
-                        allow_redirects=False,
-                        headers=headers,
-                        proxy=proxy,
-                    ) as response:
-                        await self._read_answer(response, fetched, read, feed, cap, url)
+                await self._request_parsed(method, url, headers, fetched, read, feed, cap)
         except Exception as exc:  # every failure becomes data on the link
             fetched.failure, fetched.error = classify_exception(exc)
             fetched.body = None
         fetched.elapsed_ms = int((time.monotonic() - started) * 1000)
         return fetched
+
+    async def _request_parsed(
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str] | None,
+        fetched: Fetched,
+        read: Read,
+        feed: Feed | None,
+        cap: int,
+    ) -> None:
+        """A request that needs the URL parsed: the guard, a proxy, credentials, the unusual."""
+        target = URL(url, encoded=True)
+        proxy = self._proxy(target)
+        if self._guard is not None:  # every request the crawler makes passes here
+            await self._guard.check(target, via_proxy=proxy is not None)
+        if proxy is not None or target.scheme not in _DIRECT:
+            async with self._proxied().request(
+                method, target, allow_redirects=False, headers=headers, proxy=proxy
+            ) as response:
+                await self._read_answer(response, fetched, read, feed, cap, url)
+            return
+        host, port = target.raw_host, target.port
+        if not host or port is None:
+            raise InvalidURL(url)
+        parts = (target.scheme, host, port, target.raw_path_qs)
+        await self._exchange(method, url, parts, target, headers, fetched, read, feed, cap)
 
     async def _exchange(
         self,
