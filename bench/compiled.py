@@ -29,7 +29,8 @@ TARGET = ROOT / "bench" / ".tools" / "compiled"
 
 def _sources_digest() -> str:
     digest = hashlib.sha256()
-    for path in sorted([ROOT / "setup.py", *(ROOT / "crawler").rglob("*.py")]):
+    sources = [*(ROOT / "crawler").rglob("*.py"), *(ROOT / "migrations").rglob("*.sql")]
+    for path in sorted([ROOT / "setup.py", *sources]):
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 

@@ -203,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--check", action="store_true")
     parser.add_argument(
+        "--crawler-python",
+        help="run both crawls as PYTHON -P -m crawler.cli (another checkout's or a compiled build)",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="run the re-crawl under py-spy (folded stacks in the run folder; times include it)",
@@ -228,11 +232,15 @@ def main(argv: list[str] | None = None) -> int:
     with serve.Server([work / "site", work / "ext"], kind=args.server) as server:
         origin = server.origins[0]
         host = origin.removeprefix("http://")
-        crawler = str(VENV_BIN / "crawler")
+        crawler = (
+            [args.crawler_python, "-P", "-m", "crawler.cli"]
+            if args.crawler_python
+            else [str(VENV_BIN / "crawler")]
+        )
         cpu_before = children_cpu_s()
         first = crawl(
             [
-                crawler,
+                *crawler,
                 "crawl",
                 origin + "/",
                 "--db",
@@ -257,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         second = crawl(
             [
                 *(spy if args.profile else []),
-                crawler,
+                *crawler,
                 "recrawl",
                 "--db",
                 str(db),
