@@ -18,14 +18,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from crawler.models import Discovered, Outcome
-from crawler.store.postgres import links, recrawl
-from crawler.store.postgres.discover import UPSERT_RESULTS, Found, Recorder, ResultRow
+from crawler.store.postgres import arrays, links, recrawl
+from crawler.store.postgres.discover import (
+    RESULT_TEXT_COLUMNS,
+    UPSERT_RESULTS,
+    Found,
+    Recorder,
+    ResultRow,
+)
 
+# The rows are found by id (``url_pkey``), the lease checked on each: ``(...) IS
+# TRUE`` keeps ``url_leased`` out of the plan. Given ``url.lease_owner = $n``,
+# the planner estimated one leased row (the statistics' share of leased rows),
+# scanned this worker's leased rows through that index and joined the batch in
+# a nested loop, unnesting the arrays once per leased row: time grew with the
+# leased rows times the batch (bench/RESULTS-postgres.md, session 25).
 _RETRY = """
 UPDATE url SET state = 0, lease_owner = NULL, lease_expires_at = NULL,
     attempts = attempts + 1, next_attempt_at = x.at
-FROM unnest($1::bigint[], $2::double precision[]) AS x (id, at)
-WHERE url.id = x.id AND url.state = 1 AND url.lease_owner = $3
+FROM unnest($1::text::bigint[], $2::text::double precision[]) AS x (id, at)
+WHERE url.id = x.id AND url.state = 1 AND (url.lease_owner = $3) IS TRUE
 RETURNING url.id
 """
 
@@ -35,8 +47,8 @@ _DONE = """
 UPDATE url SET state = CASE WHEN url.kind = x.kind THEN 2 ELSE 0 END,
     settled = (url.kind = x.kind AND x.settles),
     lease_owner = NULL, lease_expires_at = NULL, attempts = attempts + 1
-FROM unnest($1::bigint[], $2::smallint[], $3::boolean[]) AS x (id, kind, settles)
-WHERE url.id = x.id AND url.state = 1 AND url.lease_owner = $4
+FROM unnest($1::text::bigint[], $2::text::smallint[], $3::text::boolean[]) AS x (id, kind, settles)
+WHERE url.id = x.id AND url.state = 1 AND (url.lease_owner = $4) IS TRUE
 RETURNING url.id, url.settled
 """
 
@@ -49,7 +61,8 @@ SELECT x.source_id, array_agg(x.target_id ORDER BY x.target_id),
        array_agg(x.element ORDER BY x.target_id),
        array_agg(x.line ORDER BY x.target_id),
        array_agg(x.col ORDER BY x.target_id)
-FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::integer[], $5::integer[])
+FROM unnest($1::text::bigint[], $2::text::bigint[], $3::text::text[], $4::text::integer[],
+            $5::text::integer[])
     AS x (source_id, target_id, element, line, col)
 GROUP BY x.source_id
 ORDER BY x.source_id
@@ -87,11 +100,16 @@ async def complete(
     )
     accepted: set[int] = set()
     if retries:
-        rows = await conn.fetch(_RETRY, [r[0] for r in retries], [r[1] for r in retries], owner)
+        rows = await conn.fetch(
+            _RETRY,
+            arrays.numbers([r[0] for r in retries]),
+            arrays.numbers([r[1] for r in retries]),
+            owner,
+        )
         accepted.update(int(r[0]) for r in rows)
     settled: set[int] = set()
     if dones:
-        columns = [[d[0] for d in dones], [d[1] for d in dones], [d[2] for d in dones]]
+        columns = [arrays.numbers([d[i] for d in dones]) for i in range(3)]
         rows = await conn.fetch(_DONE, *columns, owner)
         accepted.update(int(r[0]) for r in rows)
         settled.update(int(r[0]) for r in rows if r[1])
@@ -179,11 +197,11 @@ async def _record_done(
         pairs = sorted(settled_edges)
         await conn.execute(
             _SETTLED_LINKS,
-            [p[0] for p in pairs],
-            [p[1] for p in pairs],
-            [settled_edges[p][0] for p in pairs],
-            [settled_edges[p][1] for p in pairs],
-            [settled_edges[p][2] for p in pairs],
+            arrays.numbers([p[0] for p in pairs]),
+            arrays.numbers([p[1] for p in pairs]),
+            arrays.texts([settled_edges[p][0] for p in pairs]),
+            arrays.numbers([settled_edges[p][1] for p in pairs]),
+            arrays.numbers([settled_edges[p][2] for p in pairs]),
         )
     if anchors:
         names = sorted(anchors)
@@ -221,7 +239,13 @@ async def write_results(conn: Any, results: list[ResultRow]) -> None:
         return
     results.sort(key=lambda r: r[0])
     columns = list(zip(*results, strict=True))
-    await conn.execute(UPSERT_RESULTS, *(list(c) for c in columns))
+    await conn.execute(
+        UPSERT_RESULTS,
+        *(
+            arrays.texts(c) if i in RESULT_TEXT_COLUMNS else arrays.numbers(c)
+            for i, c in enumerate(columns)
+        ),
+    )
 
 
 async def enqueue(conn: Any, recorder: Recorder, seeds: Sequence[Discovered], now: float) -> int:
