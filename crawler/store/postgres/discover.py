@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from crawler.models import Discovered, UrlKind, UrlState
+from crawler.store.postgres import arrays
 
 DEFAULT_SEEN_CACHE_SIZE = 50_000
 HOST_CACHE_SIZE = 20_000
@@ -44,8 +45,8 @@ _COUNT_LOCK = 0x43524C58  # with the crawl id: serializes inserts under --max-ur
 _INSERT = """
 INSERT INTO url (crawl_id, url, host_id, kind, depth, hop, state)
 SELECT $1, x.url, x.host_id, x.kind, x.depth, x.hop, x.state
-FROM unnest($2::text[], $3::bigint[], $4::smallint[], $5::integer[], $6::integer[],
-            $7::smallint[]) AS x (url, host_id, kind, depth, hop, state)
+FROM unnest($2::text::text[], $3::text::bigint[], $4::text::smallint[], $5::text::integer[],
+            $6::text::integer[], $7::text::smallint[]) AS x (url, host_id, kind, depth, hop, state)
 ORDER BY x.url
 ON CONFLICT (crawl_id, url) DO NOTHING
 RETURNING id, url
@@ -85,9 +86,10 @@ SELECT id, 'ok', status, content_type, bytes, elapsed_ms, checked_at FROM best
 UPSERT_RESULTS = """
 INSERT INTO result (url_id, class, status, error_kind, error, redirect_to_id,
                     content_type, bytes, elapsed_ms, checked_at, head_status)
-SELECT * FROM unnest($1::bigint[], $2::text[], $3::integer[], $4::text[], $5::text[],
-                     $6::bigint[], $7::text[], $8::bigint[], $9::integer[],
-                     $10::double precision[], $11::integer[])
+SELECT * FROM unnest($1::text::bigint[], $2::text::text[], $3::text::integer[],
+                     $4::text::text[], $5::text::text[], $6::text::bigint[], $7::text::text[],
+                     $8::text::bigint[], $9::text::integer[], $10::text::double precision[],
+                     $11::text::integer[])
 ORDER BY 1
 ON CONFLICT (url_id) DO UPDATE SET
     class = excluded.class, status = excluded.status, error_kind = excluded.error_kind,
@@ -110,6 +112,8 @@ ResultRow = tuple[
     float,
     int | None,
 ]
+# ``UPSERT_RESULTS``' text columns (class, error kind, error, content type): the rest are numbers.
+RESULT_TEXT_COLUMNS = frozenset({1, 3, 4, 6})
 
 
 class Found(NamedTuple):
@@ -249,12 +253,12 @@ class Recorder:
         inserted = await conn.fetch(
             _INSERT,
             self.crawl_id,
-            [url for url, _ in fresh],
-            [hosts[row.first.host] if row.first.host else None for _, row in fresh],
-            [row.kind for _, row in fresh],
-            [row.depth for _, row in fresh],
-            [row.hop for _, row in fresh],
-            [row.state for _, row in fresh],
+            arrays.texts([url for url, _ in fresh]),
+            arrays.numbers([hosts[row.first.host] if row.first.host else None for _, row in fresh]),
+            arrays.numbers([int(row.kind) for _, row in fresh]),
+            arrays.numbers([row.depth for _, row in fresh]),
+            arrays.numbers([row.hop for _, row in fresh]),
+            arrays.numbers([int(row.state) for _, row in fresh]),
         )
         for url_id, url in inserted:
             plan[url].id = int(url_id)

@@ -28,6 +28,8 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
 import structlog
 
+from crawler.store.postgres import arrays
+
 log = structlog.get_logger(__name__)
 
 MIN_BATCH_ROWS = 200_000
@@ -43,8 +45,8 @@ _MERGE_WORK_MEM = "256MB"
 
 _APPEND = """
 INSERT INTO link_fresh (target_id, source_id, fragment, element, line, col)
-SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],
-                     $5::integer[], $6::integer[])
+SELECT * FROM unnest($1::text::bigint[], $2::text::bigint[], $3::text::text[], $4::text::text[],
+                     $5::text::integer[], $6::text::integer[])
 """
 _MERGE = """
 WITH moved AS (
@@ -70,12 +72,12 @@ async def record(conn: Any, edges: Edges) -> None:
     keys = sorted(edges)
     await conn.execute(
         _APPEND,
-        [k[0] for k in keys],
-        [k[1] for k in keys],
-        [k[2] for k in keys],
-        [edges[k][0] for k in keys],
-        [edges[k][1] for k in keys],
-        [edges[k][2] for k in keys],
+        arrays.numbers([k[0] for k in keys]),
+        arrays.numbers([k[1] for k in keys]),
+        arrays.texts([k[2] for k in keys]),
+        arrays.texts([edges[k][0] for k in keys]),
+        arrays.numbers([edges[k][1] for k in keys]),
+        arrays.numbers([edges[k][2] for k in keys]),
     )
 
 
