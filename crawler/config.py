@@ -1,10 +1,13 @@
-"""The crawl's settings: pydantic models, with the defaults as named constants.
+"""The crawl's settings, with the defaults as named constants.
 
 ``CrawlSettings`` decides what a crawl does and is stored with the crawl, so a
 resume continues it exactly. ``RunOptions`` decides how this process runs and
 reports (database path, output, logging) and is not stored. The CLI's flags,
 the config file keys and the ``CRAWLER_*`` variables are all derived from the
-field names here (see ``crawler.options``), so a setting is declared once.
+field names here (see ``crawler.cli.options``), and the service's API models
+are built from them (``crawler.service.settings_schema``), so a setting is
+declared once. They are ``SettingsModel``s, not pydantic models: every crawl
+validates them at start-up, and pydantic's import was most of that start-up.
 """
 
 from __future__ import annotations
@@ -14,10 +17,9 @@ import os
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from crawler import netguard
 from crawler.patterns import compile_pattern, compile_substitution
+from crawler.settings_model import SettingsModel, setting, validates
 from crawler.status import parse_accept
 
 DEFAULT_DB = "crawl.db"
@@ -57,84 +59,78 @@ Durability = Literal["normal", "full"]
 Method = Literal["head", "get"]
 
 
-class HostSettings(BaseModel):
+class HostSettings(SettingsModel):
     """Per-host overrides, as lychee's ``[hosts."github.com"]``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    concurrency: int | None = Field(default=None, ge=1, le=1024)
-    request_interval_s: float | None = Field(default=None, ge=0, le=3600)
-    headers: dict[str, str] = Field(default_factory=dict)
+    concurrency: int | None = setting(default=None, ge=1, le=1024)
+    request_interval_s: float | None = setting(default=None, ge=0, le=3600)
+    headers: dict[str, str] = setting(default_factory=dict)
     render: bool | None = None  # None: as the crawl's --render
 
 
-class CrawlSettings(BaseModel):
+class CrawlSettings(SettingsModel):
     """Everything that decides what a crawl does; stored with the crawl for resume."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     scope: Scope = DEFAULT_SCOPE
-    include: list[str] = Field(default_factory=list)
-    exclude: list[str] = Field(default_factory=list)
-    no_follow: list[str] = Field(default_factory=list)
-    max_depth: int | None = Field(default=None, ge=0)
-    max_urls: int | None = Field(default=None, ge=1)
+    include: list[str] = setting(default_factory=list)
+    exclude: list[str] = setting(default_factory=list)
+    no_follow: list[str] = setting(default_factory=list)
+    max_depth: int | None = setting(default=None, ge=0)
+    max_urls: int | None = setting(default=None, ge=1)
     internal_only: bool = False
     include_fragments: bool = False
     robots: bool = True
-    sitemaps: list[str] = Field(default_factory=list)
+    sitemaps: list[str] = setting(default_factory=list)
     use_sitemaps: bool = False
-    accept: list[str] = Field(default_factory=lambda: list(DEFAULT_ACCEPT))
+    accept: list[str] = setting(default_factory=lambda: list(DEFAULT_ACCEPT))
     blocked_as_broken: bool = False
     exclude_all_private: bool = False
-    allow_networks: list[str] = Field(default_factory=list)
-    max_cache_age_s: float | None = Field(default=None, ge=0)
-    max_redirects: int = Field(default=DEFAULT_MAX_REDIRECTS, ge=0, le=100)
-    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=3600)
-    max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0, le=20)
-    retry_wait_s: float = Field(default=DEFAULT_RETRY_WAIT_S, ge=0, le=600)
-    max_retry_after_s: float = Field(default=DEFAULT_MAX_RETRY_AFTER_S, ge=0, le=3600)
-    max_concurrency: int = Field(default=DEFAULT_MAX_CONCURRENCY, ge=1, le=4096)
-    host_concurrency: int = Field(default=DEFAULT_HOST_CONCURRENCY, ge=1, le=1024)
-    host_request_interval_s: float = Field(default=DEFAULT_HOST_REQUEST_INTERVAL_S, ge=0, le=3600)
-    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024, le=1 << 31)
+    allow_networks: list[str] = setting(default_factory=list)
+    max_cache_age_s: float | None = setting(default=None, ge=0)
+    max_redirects: int = setting(default=DEFAULT_MAX_REDIRECTS, ge=0, le=100)
+    timeout_s: float = setting(default=DEFAULT_TIMEOUT_S, gt=0, le=3600)
+    max_retries: int = setting(default=DEFAULT_MAX_RETRIES, ge=0, le=20)
+    retry_wait_s: float = setting(default=DEFAULT_RETRY_WAIT_S, ge=0, le=600)
+    max_retry_after_s: float = setting(default=DEFAULT_MAX_RETRY_AFTER_S, ge=0, le=3600)
+    max_concurrency: int = setting(default=DEFAULT_MAX_CONCURRENCY, ge=1, le=4096)
+    host_concurrency: int = setting(default=DEFAULT_HOST_CONCURRENCY, ge=1, le=1024)
+    host_request_interval_s: float = setting(default=DEFAULT_HOST_REQUEST_INTERVAL_S, ge=0, le=3600)
+    max_body_bytes: int = setting(default=DEFAULT_MAX_BODY_BYTES, ge=1024, le=1 << 31)
     user_agent: str = DEFAULT_USER_AGENT
-    headers: dict[str, str] = Field(default_factory=dict)
-    basic_auth: list[str] = Field(default_factory=list)
+    headers: dict[str, str] = setting(default_factory=dict)
+    basic_auth: list[str] = setting(default_factory=list)
     cookie_jar: str | None = None
     cookies: bool = True
     insecure: bool = False
     method: Method = "head"
-    hosts: dict[str, HostSettings] = Field(default_factory=dict)
+    hosts: dict[str, HostSettings] = setting(default_factory=dict)
     root_dir: str | None = None
     base_url: str | None = None
-    remap: list[str] = Field(default_factory=list)
-    fallback_extensions: list[str] = Field(default_factory=list)
-    index_files: list[str] = Field(default_factory=lambda: list(DEFAULT_INDEX_FILES))
-    exclude_path: list[str] = Field(default_factory=list)  # local files not read for links
-    lease_ttl_s: float = Field(default=DEFAULT_LEASE_TTL_S, ge=1, le=3600)
-    lease_batch: int = Field(default=DEFAULT_LEASE_BATCH, ge=1, le=10_000)
+    remap: list[str] = setting(default_factory=list)
+    fallback_extensions: list[str] = setting(default_factory=list)
+    index_files: list[str] = setting(default_factory=lambda: list(DEFAULT_INDEX_FILES))
+    exclude_path: list[str] = setting(default_factory=list)  # local files not read for links
+    lease_ttl_s: float = setting(default=DEFAULT_LEASE_TTL_S, ge=1, le=3600)
+    lease_batch: int = setting(default=DEFAULT_LEASE_BATCH, ge=1, le=10_000)
     render: bool = False
-    render_timeout_s: float = Field(default=DEFAULT_RENDER_TIMEOUT_S, gt=0, le=600)
-    render_concurrency: int = Field(default=DEFAULT_RENDER_CONCURRENCY, ge=1, le=64)
+    render_timeout_s: float = setting(default=DEFAULT_RENDER_TIMEOUT_S, gt=0, le=600)
+    render_concurrency: int = setting(default=DEFAULT_RENDER_CONCURRENCY, ge=1, le=64)
     browser: str | None = None
     render_media: bool = False
-    render_restart_pages: int = Field(default=DEFAULT_RENDER_RESTART_PAGES, ge=1, le=1_000_000)
-    render_max_rss_mb: int = Field(default=DEFAULT_RENDER_MAX_RSS_MB, ge=64, le=1 << 20)
+    render_restart_pages: int = setting(default=DEFAULT_RENDER_RESTART_PAGES, ge=1, le=1_000_000)
+    render_max_rss_mb: int = setting(default=DEFAULT_RENDER_MAX_RSS_MB, ge=64, le=1 << 20)
     # Links followed per page (the rest are dropped, with a warning); None: all.
     # The service sets it from its memory budget (crawler/service/budget.py).
-    max_links_per_page: int | None = Field(default=None, ge=1)
+    max_links_per_page: int | None = setting(default=None, ge=1)
 
-    @field_validator("include", "exclude", "no_follow", "exclude_path")
-    @classmethod
-    def _compiles(cls, patterns: list[str]) -> list[str]:
+    @validates("include", "exclude", "no_follow", "exclude_path")
+    def _compiles(patterns: list[str]) -> list[str]:
         for pattern in patterns:
             compile_pattern(pattern)  # ValueError naming the pattern and RE2's reason
         return patterns
 
-    @field_validator("headers")
-    @classmethod
-    def _header_names(cls, headers: dict[str, str]) -> dict[str, str]:
+    @validates("headers")
+    def _header_names(headers: dict[str, str]) -> dict[str, str]:
         for name, value in headers.items():
             if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
                 raise ValueError(f"invalid header name {name!r}")
@@ -142,15 +138,13 @@ class CrawlSettings(BaseModel):
                 raise ValueError(f"header {name!r} has a line break in its value")
         return headers
 
-    @field_validator("accept")
-    @classmethod
-    def _accept_parses(cls, ranges: list[str]) -> list[str]:
+    @validates("accept")
+    def _accept_parses(ranges: list[str]) -> list[str]:
         parse_accept(ranges)
         return ranges
 
-    @field_validator("basic_auth")
-    @classmethod
-    def _basic_auth_form(cls, entries: list[str]) -> list[str]:
+    @validates("basic_auth")
+    def _basic_auth_form(entries: list[str]) -> list[str]:
         for entry in entries:
             pattern, sep, credentials = entry.partition(" ")
             if not sep or ":" not in credentials:
@@ -158,9 +152,8 @@ class CrawlSettings(BaseModel):
             compile_pattern(pattern)
         return entries
 
-    @field_validator("remap")
-    @classmethod
-    def _remap_form(cls, entries: list[str]) -> list[str]:
+    @validates("remap")
+    def _remap_form(entries: list[str]) -> list[str]:
         for entry in entries:
             parts = entry.split()
             if len(parts) != 2:
@@ -168,9 +161,8 @@ class CrawlSettings(BaseModel):
             compile_substitution(parts[0])  # ValueError with RE2's reason
         return entries
 
-    @field_validator("fallback_extensions", "index_files")
-    @classmethod
-    def _comma_lists(cls, entries: list[str]) -> list[str]:
+    @validates("fallback_extensions", "index_files")
+    def _comma_lists(entries: list[str]) -> list[str]:
         names = [part.strip() for entry in entries for part in entry.split(",")]
         names = [name.lstrip(".") if name.startswith(".") else name for name in names if name]
         for name in names:
@@ -178,16 +170,14 @@ class CrawlSettings(BaseModel):
                 raise ValueError(f"expected a file name or extension, got {name!r}")
         return names
 
-    @field_validator("base_url")
-    @classmethod
-    def _base_is_http(cls, url: str | None) -> str | None:
+    @validates("base_url")
+    def _base_is_http(url: str | None) -> str | None:
         if url is not None and not url.lower().startswith(("http://", "https://")):
             raise ValueError(f"expected an http(s) URL, got {url!r}")
         return url
 
-    @field_validator("allow_networks")
-    @classmethod
-    def _networks_parse(cls, entries: list[str]) -> list[str]:
+    @validates("allow_networks")
+    def _networks_parse(entries: list[str]) -> list[str]:
         for entry in entries:
             try:
                 ipaddress.ip_network(entry.strip(), strict=False)
@@ -214,10 +204,8 @@ class CrawlSettings(BaseModel):
         return self.hosts.get(host) or self.hosts.get(host.rsplit(":", 1)[0])
 
 
-class RunOptions(BaseModel):
+class RunOptions(SettingsModel):
     """How this process runs and reports; not part of the crawl."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     db: str = DEFAULT_DB
     format: str = DEFAULT_FORMAT
@@ -226,16 +214,15 @@ class RunOptions(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     log_format: Literal["console", "json"] = "console"
     durability: Durability = "normal"
-    workers: int = Field(default=1, ge=1, le=64)
-    parse_helpers: int | None = Field(default=None, ge=0, le=64)
-    shutdown_timeout_s: float = Field(default=DEFAULT_SHUTDOWN_TIMEOUT_S, ge=0, le=3600)
+    workers: int = setting(default=1, ge=1, le=64)
+    parse_helpers: int | None = setting(default=None, ge=0, le=64)
+    shutdown_timeout_s: float = setting(default=DEFAULT_SHUTDOWN_TIMEOUT_S, ge=0, le=3600)
     # Exit 2 on any broken link, or only on links newly broken since the previous
     # finished crawl of the same seeds (``crawler.report.diff``).
     fail_on: Literal["any", "new"] = "any"
 
-    @field_validator("format")
-    @classmethod
-    def _format_alias(cls, name: str) -> str:
+    @validates("format")
+    def _format_alias(name: str) -> str:
         name = name.lower()
         return FORMAT_ALIASES.get(name, name)
 

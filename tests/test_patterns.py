@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
 from crawler.config import CrawlSettings
 from crawler.patterns import compile_pattern
+from crawler.settings_model import SettingsError as ValidationError
 
 from kit.crawlkit import crawl
 from kit.sitekit import Page

@@ -43,10 +43,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments in VERSION_FLAGS:  # argparse's answer, without building the parser
         print(f"crawler {__version__}")
         return EXIT_OK
-    # pydantic looks for plugins in every installed distribution's entry points
-    # when it builds the first model: a crawler's own settings have no use for one.
+    # pydantic (the service's API models) looks for plugins in every installed
+    # distribution's entry points when it builds the first model: no use here.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    args = build_parser().parse_args(arguments)  # the options' table and defaults: pydantic
+    args = build_parser().parse_args(arguments)
     try:
         handler = getattr(args, "handler", None)
         if handler is not None:

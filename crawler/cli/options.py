@@ -22,15 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-import pydantic
-
 from crawler import config, report
 from crawler.cli import configfiles
 from crawler.errors import UsageError
+from crawler.settings_model import SettingsError, SettingsModel
 
 Kind = Literal["value", "flag", "negated", "list", "headers", "duration", "fragments"]
 Target = Literal["crawl", "run"]
-M = TypeVar("M", bound=pydantic.BaseModel)
+M = TypeVar("M", bound=SettingsModel)
 ENV_PREFIX = "CRAWLER_"
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|[smhdw]?)\s*$")
 _UNITS = {"": 1, "ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -737,15 +736,14 @@ def recrawl_values(
 
 
 def validate(model: type[M], values: Mapping[str, Any]) -> M:
-    """Validate, turning pydantic's error into one line naming the option."""
+    """Validate, turning the error into one line naming the option."""
     try:
         return model.model_validate(dict(values))
-    except pydantic.ValidationError as exc:
-        first = exc.errors()[0]
-        loc = [str(p) for p in first["loc"]]
+    except SettingsError as exc:
+        loc = [str(p) for p in exc.loc]
         option = BY_FIELD.get(loc[0]) if loc else None
         name = option.flags[-1] if option else ".".join(loc) or "settings"
-        message = first["msg"].removeprefix("Value error, ")
+        message = exc.message.removeprefix("Value error, ")
         raise UsageError(f"invalid {name}: {message}") from exc
 
 

@@ -21,7 +21,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pydantic
 import structlog
 
 from crawler import aio, log
@@ -29,6 +28,7 @@ from crawler.config import CrawlSettings
 from crawler.engine import runner
 from crawler.errors import CrawlerError, UsageError
 from crawler.report.model import ReportData
+from crawler.settings_model import SettingsError
 from crawler.store import open as store_open
 
 Report = ReportData
@@ -57,10 +57,9 @@ def settings_from(options: dict[str, Any]) -> CrawlSettings:
         raise UsageError(f"unknown option {unknown[0]!r}; options are CrawlSettings fields")
     try:
         return CrawlSettings.model_validate(options)
-    except pydantic.ValidationError as exc:
-        first = exc.errors()[0]
-        name = ".".join(str(part) for part in first["loc"]) or "options"
-        raise UsageError(f"invalid {name}: {first['msg']}") from exc
+    except SettingsError as exc:
+        name = ".".join(str(part) for part in exc.loc) or "options"
+        raise UsageError(f"invalid {name}: {exc.message}") from exc
 
 
 async def _crawl(db: str | Path, seeds: tuple[str | Path, ...], settings: CrawlSettings) -> Report:

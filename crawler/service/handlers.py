@@ -41,6 +41,7 @@ from crawler.service.schemas import (
     WorkerList,
 )
 from crawler.service.state import OPENAPI, SERVICE, ApiError, Service
+from crawler.settings_model import SettingsError
 from crawler.store.service import Entry
 
 MEDIA_TYPES = {
@@ -199,9 +200,11 @@ def recorded_settings(service: Service, settings: ServiceCrawlSettings) -> dict[
         validated = CrawlSettings.model_validate(guarded)
         check_render_available(validated)
         recorded = validated.model_dump(mode="json")
-    except ValueError as exc:  # pydantic.ValidationError is one too
+    except ValueError as exc:  # pydantic.ValidationError and SettingsError are ones too
         if isinstance(exc, pydantic.ValidationError):
             raise ApiError.from_validation(exc, prefix="settings") from None
+        if isinstance(exc, SettingsError):
+            raise ApiError.from_settings(exc, prefix="settings") from None
         name, _, message = str(exc).partition(": ")
         field = f"settings.{name}"
         detail = ErrorDetail(field=field, message=message, type="not_allowed")

@@ -1,16 +1,17 @@
 """The API's bodies as pydantic models: requests are validated by them, responses
 are built from them, and ``openapi`` generates the document from them.
 
-``ServiceCrawlSettings`` is ``CrawlSettings`` with the tighter ranges a shared
-service needs (list sizes, depth, URL count); every other field, default and
-validator is inherited, so a new crawl option is available here at once.
+``ServiceCrawlSettings`` is ``CrawlSettings``' pydantic twin with the tighter
+ranges a shared service needs (list sizes, depth, URL count); every other
+field, default and validator comes from the one declaration, so a new crawl
+option is available here at once.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
 
@@ -21,6 +22,7 @@ from crawler.errors import InvalidURLError, UsageError
 from crawler.netguard import parse_networks
 from crawler.service.config import MAX_SEEDS
 from crawler.service.safety import is_private_host
+from crawler.service.settings_schema import pydantic_twin
 
 MAX_URL_CHARS = 2048
 MAX_PATTERNS = 100
@@ -122,25 +124,36 @@ SitemapUrl = Annotated[
 ]
 
 
-class ServiceCrawlSettings(CrawlSettings):
-    """The crawl options (as ``crawler crawl`` takes them), with service limits.
+_SERVICE_LIMITS: dict[str, tuple[Any, Any]] = {  # (type, Field(...))
+    "include": (list[Pattern], Field(default_factory=list, max_length=MAX_PATTERNS)),
+    "exclude": (list[Pattern], Field(default_factory=list, max_length=MAX_PATTERNS)),
+    "no_follow": (list[Pattern], Field(default_factory=list, max_length=MAX_PATTERNS)),
+    "max_depth": (int | None, Field(default=None, ge=0, le=10_000)),
+    "max_urls": (int | None, Field(default=None, ge=1, le=100_000_000)),
+    "user_agent": (
+        Annotated[str, AfterValidator(_no_control)],
+        Field(default=DEFAULT_USER_AGENT, min_length=1, max_length=512),
+    ),
+    "sitemaps": (list[SitemapUrl], Field(default_factory=list, max_length=MAX_SEEDS)),
+    "headers": (dict[str, str], Field(default_factory=dict, max_length=MAX_HEADERS)),
+}
+
+if TYPE_CHECKING:  # built at run time from CrawlSettings' declaration, below
+
+    class ServiceCrawlSettings(BaseModel):
+        """The crawl options, with service limits."""
+
+else:
+    ServiceCrawlSettings = pydantic_twin(
+        CrawlSettings,
+        name="ServiceCrawlSettings",
+        overrides=_SERVICE_LIMITS,
+        doc="""The crawl options (as ``crawler crawl`` takes them), with service limits.
 
     Strict types: ``"3"`` or ``true`` for a number is a mistake to report, not
     to guess at.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    include: list[Pattern] = Field(default_factory=list, max_length=MAX_PATTERNS)
-    exclude: list[Pattern] = Field(default_factory=list, max_length=MAX_PATTERNS)
-    no_follow: list[Pattern] = Field(default_factory=list, max_length=MAX_PATTERNS)
-    max_depth: int | None = Field(default=None, ge=0, le=10_000)
-    max_urls: int | None = Field(default=None, ge=1, le=100_000_000)
-    user_agent: Annotated[str, AfterValidator(_no_control)] = Field(
-        default=DEFAULT_USER_AGENT, min_length=1, max_length=512
+    """,
     )
-    sitemaps: list[SitemapUrl] = Field(default_factory=list, max_length=MAX_SEEDS)
-    headers: dict[str, str] = Field(default_factory=dict, max_length=MAX_HEADERS)
 
 
 class CrawlCreate(BaseModel):

@@ -20,6 +20,7 @@ from crawler.service.metrics import ServiceMetrics
 from crawler.service.scheduler import Scheduler
 from crawler.service.schemas import ErrorBody, ErrorDetail
 from crawler.service.webhooks import WebhookSender
+from crawler.settings_model import SettingsError
 
 
 @dataclass
@@ -83,6 +84,15 @@ class ApiError(Exception):
             return cls(400, first.message, details=details)
         where = first.field or "body"
         return cls(422, f"invalid {where}: {first.message}", field=first.field, details=details)
+
+    @classmethod
+    def from_settings(cls, exc: SettingsError, prefix: str = "") -> ApiError:
+        """422 naming the field of the crawl settings that did not validate."""
+        field = field_path(exc.loc, prefix)
+        message = exc.message.removeprefix("Value error, ")
+        detail = ErrorDetail(field=field, message=message, type="value_error")
+        where = field or "body"
+        return cls(422, f"invalid {where}: {message}", field=field, details=[detail])
 
 
 def field_path(loc: Sequence[int | str], prefix: str = "") -> str | None:
