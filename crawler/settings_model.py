@@ -16,7 +16,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Literal, Self, get_args, get_origin
+from typing import Any, ClassVar, Literal, Self, dataclass_transform, get_args, get_origin
 
 Convert = Callable[[Any, tuple[str | int, ...]], Any]
 Validator = Callable[[Any], Any]
@@ -83,8 +83,11 @@ def validates(*names: str) -> Callable[[Validator], Any]:
     return mark
 
 
+@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(setting,))
 class SettingsModel:
-    """Frozen settings: keyword construction validates, unknown keys are refused."""
+    """Frozen settings: keyword construction validates, unknown keys are refused.
+
+    ``dataclass_transform`` lets mypy check the keywords a subclass is built with."""
 
     model_fields: ClassVar[dict[str, Setting]] = {}
     _converters: ClassVar[dict[str, Convert]] = {}
