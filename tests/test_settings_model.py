@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from crawler.config import CrawlSettings, HostSettings, RunOptions
 from crawler.service.schemas import ServiceCrawlSettings
+from crawler.service.settings_schema import pydantic_twin
 from crawler.settings_model import SettingsError, SettingsModel, setting, validates
 
 
@@ -187,3 +188,8 @@ def test_the_twin_keeps_the_service_limits_and_strict_types() -> None:
     schema = ServiceCrawlSettings.model_json_schema()
     assert set(schema["properties"]) == set(CrawlSettings.model_fields)
     assert schema["properties"]["max_retries"]["maximum"] == 20
+
+
+def test_a_service_limit_on_a_field_the_settings_lack_is_refused() -> None:
+    with pytest.raises(TypeError, match="no field 'max_dept'"):
+        pydantic_twin(CrawlSettings, overrides={"max_dept": (int, pydantic.Field(default=1))})

@@ -30,6 +30,9 @@ def pydantic_twin(
     """A strict, frozen pydantic model with ``declared``'s fields; ``overrides``
     replace a field's type and ``Field(...)`` (its validators still run)."""
     overrides = overrides or {}
+    unknown = sorted(set(overrides) - set(declared.model_fields))
+    if unknown:  # a renamed setting would otherwise lose its service limit silently
+        raise TypeError(f"{declared.__name__} has no field {unknown[0]!r} to override")
     fields: dict[str, Any] = {}
     for field_name, spec in declared.model_fields.items():
         annotation, info = overrides.get(field_name) or (_twin_type(spec.annotation), _field(spec))
