@@ -12,6 +12,7 @@ strict pydantic models for the API from the same declarations
 
 from __future__ import annotations
 
+import operator
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -45,7 +46,6 @@ class Setting:
     ge: float | None = None
     gt: float | None = None
     le: float | None = None
-    name: str = ""
     annotation: Any = None
     validators: tuple[Validator, ...] = field(default=())
 
@@ -107,7 +107,7 @@ class SettingsModel:
                 continue
             declared = vars(cls).get(name, _MISSING)
             spec = declared if isinstance(declared, Setting) else Setting(default=declared)
-            fields[name] = replace(spec, name=name, annotation=hint)
+            fields[name] = replace(spec, annotation=hint)
         for name, validators in own_validators.items():
             if name not in fields:
                 raise TypeError(f"{cls.__name__}: a validator names unknown field {name!r}")
@@ -190,9 +190,9 @@ def _checked(spec: Setting) -> Convert:
     bounds = [
         (limit, test, words)
         for limit, test, words in (
-            (spec.ge, _at_least, "greater than or equal to"),
-            (spec.gt, _above, "greater than"),
-            (spec.le, _at_most, "less than or equal to"),
+            (spec.ge, operator.ge, "greater than or equal to"),
+            (spec.gt, operator.gt, "greater than"),
+            (spec.le, operator.le, "less than or equal to"),
         )
         if limit is not None
     ]
@@ -215,18 +215,6 @@ def _checked(spec: Setting) -> Convert:
         return value
 
     return checked
-
-
-def _at_least(value: float, limit: float) -> bool:
-    return value >= limit
-
-
-def _above(value: float, limit: float) -> bool:
-    return value > limit
-
-
-def _at_most(value: float, limit: float) -> bool:
-    return value <= limit
 
 
 def _number(limit: float) -> str:

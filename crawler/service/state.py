@@ -79,20 +79,22 @@ class ApiError(Exception):
             loc = field_path(error["loc"], prefix)
             message = error["msg"].removeprefix("Value error, ")
             details.append(ErrorDetail(field=loc, message=message, type=error["type"]))
-        first = details[0]
-        if first.type == "json_invalid":
-            return cls(400, first.message, details=details)
-        where = first.field or "body"
-        return cls(422, f"invalid {where}: {first.message}", field=first.field, details=details)
+        if details[0].type == "json_invalid":
+            return cls(400, details[0].message, details=details)
+        return cls._unprocessable(details)
 
     @classmethod
     def from_settings(cls, exc: SettingsError, prefix: str = "") -> ApiError:
         """422 naming the field of the crawl settings that did not validate."""
-        field = field_path(exc.loc, prefix)
         message = exc.message.removeprefix("Value error, ")
-        detail = ErrorDetail(field=field, message=message, type="value_error")
-        where = field or "body"
-        return cls(422, f"invalid {where}: {message}", field=field, details=[detail])
+        field = field_path(exc.loc, prefix)
+        return cls._unprocessable([ErrorDetail(field=field, message=message, type="value_error")])
+
+    @classmethod
+    def _unprocessable(cls, details: list[ErrorDetail]) -> ApiError:
+        first = details[0]
+        where = first.field or "body"
+        return cls(422, f"invalid {where}: {first.message}", field=first.field, details=details)
 
 
 def field_path(loc: Sequence[int | str], prefix: str = "") -> str | None:
