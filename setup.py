@@ -1,7 +1,8 @@
 """The build: the modules every page goes through, compiled to C by mypyc when it can be.
 
 The typed Python of the per-page path (resolving, scoping and placing ~50 links
-a page, the parse helper, the engine's loop, the SQLite writer's rows) runs
+a page, the parse helper, the engine's loop, the SQLite writer's rows, the
+PostgreSQL store's completion: its URL lookups and array literals) runs
 compiled in a regular install, with the same source and the same semantics:
 mypyc is mypy's compiler, and ``mypy --strict`` already holds these modules to
 the types it compiles by. Everything else stays plain Python.
@@ -45,6 +46,9 @@ COMPILED = [
     "crawler/store/sqlite/completion.py",
     "crawler/store/sqlite/frontier.py",
     "crawler/store/sqlite/store.py",
+    "crawler/store/postgres/arrays.py",
+    "crawler/store/postgres/complete.py",
+    "crawler/store/postgres/discover.py",
 ]
 
 
