@@ -125,6 +125,9 @@ class Sites:
     def in_flight(self) -> int:
         return self.main.in_flight() + self.external.in_flight()
 
+    def open_connections(self) -> int:
+        return self.main.open_connections() + self.external.open_connections()
+
     def counts(self) -> Counter[Key]:
         counts: Counter[Key] = Counter()
         for server in (self.main, self.external):
@@ -286,6 +289,15 @@ def assert_resume_completes(
 ) -> None:
     """``crawler resume`` after a kill: the reference report, nothing committed redone."""
     assert integrity(db) == "ok", context
+    # Requests the killed crawler had sent may still be read and counted by the
+    # servers after it died: the count at the kill is taken once every
+    # connection it opened is closed and its last request handled.
+    wait_until_sync(
+        lambda: sites.open_connections() == 0,
+        timeout=RUN_TIMEOUT_S,
+        interval=0.01,
+        message=f"{context}: the killed crawler's connections closed",
+    )
     seen_at_kill = sites.counts()
     done_at_kill = done_urls(db)
     unsettled = {key for key in seen_at_kill if key_url(key) not in done_at_kill}

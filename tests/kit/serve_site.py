@@ -103,6 +103,9 @@ class ThreadedSite:
     def in_flight(self) -> int:
         return self.server.in_flight
 
+    def open_connections(self) -> int:
+        return self.server.open_connections
+
     def counts(self) -> Counter[tuple[str, str]]:
         return Counter(self.requests())
 

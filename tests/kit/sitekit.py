@@ -240,9 +240,15 @@ class _HttpListener:
         self._want_port = port
         self.port = 0
         self._runner: web.ServerRunner | None = None
+        self._server: web.Server | None = None
+
+    @property
+    def open_connections(self) -> int:
+        """Connections not closed yet, or whose last request is still being handled."""
+        return len(self._server.connections) if self._server is not None else 0
 
     async def start(self) -> None:
-        server = web.Server(self._handle, access_log=None)
+        server = self._server = web.Server(self._handle, access_log=None)
         runner = web.ServerRunner(server, shutdown_timeout=_SHUTDOWN_TIMEOUT_S)
         await runner.setup()
         self._runner = runner
@@ -316,6 +322,10 @@ class SiteServer(RequestLog, _Closable):
     @property
     def port(self) -> int:
         return self._listener.port
+
+    @property
+    def open_connections(self) -> int:
+        return self._listener.open_connections
 
     @property
     def host(self) -> str:
@@ -525,6 +535,10 @@ class HostileServer(RequestLog, _Closable):
     @property
     def port(self) -> int:
         return self._listener.port
+
+    @property
+    def open_connections(self) -> int:
+        return self._listener.open_connections
 
     @property
     def host(self) -> str:
