@@ -537,10 +537,6 @@ class HostileServer(RequestLog, _Closable):
         return self._listener.port
 
     @property
-    def open_connections(self) -> int:
-        return self._listener.open_connections
-
-    @property
     def host(self) -> str:
         return f"{self.bind_host}:{self.port}"
 
