@@ -291,6 +291,51 @@ async def test_migrations_are_recorded_and_idempotent(pg: PG) -> None:
     assert {"url_result", "resolved", "broken_links", "redirects", "broken_fragments"} <= views
 
 
+async def test_the_bytewise_url_key_keeps_every_view_and_a_users_own(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0022 changes a column that views read: they are made again as they were."""
+    views_sql = (
+        "SELECT table_name, view_definition FROM information_schema.views "
+        "WHERE table_schema = 'public' ORDER BY 1"
+    )
+    every = migrate.available(schema.DIALECT)
+    conn = await asyncpg.connect(pg_url)
+    try:
+        monkeypatch.setattr(migrate, "available", lambda _dialect: [m for m in every if m[0] < 22])
+        assert await schema.apply_migrations(conn) == 21
+        await conn.execute(
+            "INSERT INTO crawl (id, seeds, config, started_at) VALUES (1, '[]', '{}', 0)"
+        )
+        await conn.execute(
+            "INSERT INTO url (crawl_id, url, kind, depth) VALUES "
+            "(1, 'http://h.test/b', 3, 0), (1, 'http://h.test/B', 3, 0), "
+            "(1, 'http://h.test/a', 3, 1)"
+        )
+        await conn.execute("CREATE VIEW my_pages AS SELECT url, depth FROM url_result")
+        await conn.execute("CREATE VIEW my_top AS SELECT url FROM my_pages WHERE depth = 0")
+        before = await conn.fetch(views_sql)
+        monkeypatch.setattr(migrate, "available", lambda _dialect: every)
+        assert await schema.apply_migrations(conn) == LATEST
+        assert await conn.fetch(views_sql) == before
+        collation = "SELECT collation_name FROM information_schema.columns "
+        collation += "WHERE table_name = 'url' AND column_name = 'url'"
+        assert await conn.fetchval(collation) == "C"
+        # Byte order: upper case before lower case, whatever the database's locale.
+        assert [r[0] for r in await conn.fetch("SELECT url FROM my_top ORDER BY url")] == [
+            "http://h.test/B",
+            "http://h.test/b",
+        ]
+        await conn.execute("SET enable_seqscan = off")
+        plan = await conn.fetch(
+            "EXPLAIN SELECT id FROM url WHERE crawl_id = 1 AND url = ANY($1::text[])",
+            ["http://h.test/a"],
+        )
+        assert "url_crawl_id_url_key" in "\n".join(r[0] for r in plan)
+    finally:
+        await conn.close()
+
+
 async def test_a_newer_schema_is_refused(pg: PG) -> None:
     await pg.conn.execute("INSERT INTO _migrations VALUES (999, '0999_future', 0)")
     with pytest.raises(ForeignDatabaseError, match="newer crawler"):
