@@ -8,35 +8,63 @@
 --
 -- A column's type cannot change under the views that read it, so every view
 -- that reads ``url`` (ours, and any a user made on top of them) is kept as
--- PostgreSQL prints it, dropped, and made again from that text; a view that
--- reads another comes after it.
+-- PostgreSQL prints it, with its options, owner, grants and comment, dropped,
+-- and made again from that; a view that reads another comes after it.
 DO $$
 DECLARE
-    saved text[] := '{}';
-    names text[] := '{}';
+    oids oid[];
+    names text[];
+    made text[];   -- CREATE VIEW, a view's text
+    kept text[];   -- owners, grants and comments, once every view is made
     pending text[];
     failed text[];
     name text;
+    statement text;
     i integer;
 BEGIN
-    SELECT coalesce(array_agg(v.oid::regclass::text ORDER BY v.oid), '{}'),
-           coalesce(array_agg(pg_get_viewdef(v.oid) ORDER BY v.oid), '{}')
-    INTO names, saved
+    WITH RECURSIVE reader(oid) AS (
+        SELECT r.ev_class
+        FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
+        WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = 'url'::regclass
+          AND r.ev_class <> 'url'::regclass
+        UNION
+        SELECT r.ev_class
+        FROM reader JOIN pg_depend d ON d.refobjid = reader.oid
+        JOIN pg_rewrite r ON r.oid = d.objid
+        WHERE d.classid = 'pg_rewrite'::regclass AND r.ev_class <> reader.oid
+    )
+    SELECT coalesce(array_agg(c.oid ORDER BY c.oid), '{}'),
+           coalesce(array_agg(c.oid::regclass::text ORDER BY c.oid), '{}'),
+           coalesce(array_agg(
+               format('CREATE VIEW %s%s AS %s', c.oid::regclass,
+                      CASE WHEN c.reloptions IS NULL THEN ''
+                           ELSE format(' WITH (%s)', array_to_string(c.reloptions, ', ')) END,
+                      pg_get_viewdef(c.oid))
+               ORDER BY c.oid), '{}')
+    INTO oids, names, made
+    FROM pg_class c
+    WHERE c.oid IN (SELECT oid FROM reader) AND c.relkind = 'v';
+
+    SELECT coalesce(array_agg(x.statement ORDER BY x.oid, x.step), '{}') INTO kept
     FROM (
-        WITH RECURSIVE reader(oid) AS (
-            SELECT r.ev_class
-            FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid
-            WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = 'url'::regclass
-              AND r.ev_class <> 'url'::regclass
-            UNION
-            SELECT r.ev_class
-            FROM reader JOIN pg_depend d ON d.refobjid = reader.oid
-            JOIN pg_rewrite r ON r.oid = d.objid
-            WHERE d.classid = 'pg_rewrite'::regclass AND r.ev_class <> reader.oid
-        )
-        SELECT DISTINCT c.oid FROM reader JOIN pg_class c ON c.oid = reader.oid
-        WHERE c.relkind = 'v'
-    ) v;
+        SELECT c.oid, 1 AS step,
+               format('ALTER VIEW %s OWNER TO %s', c.oid::regclass, c.relowner::regrole) AS statement
+        FROM pg_class c
+        WHERE c.oid = ANY(oids) AND c.relowner <> (SELECT oid FROM pg_roles WHERE rolname = current_user)
+        UNION ALL
+        SELECT c.oid, 2,
+               format('GRANT %s ON %s TO %s%s', g.privilege_type, c.oid::regclass,
+                      CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::regrole::text END,
+                      CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
+        FROM pg_class c, aclexplode(c.relacl) g
+        WHERE c.oid = ANY(oids) AND g.grantee <> c.relowner
+        UNION ALL
+        SELECT c.oid, 3, format('COMMENT ON VIEW %s IS %L', c.oid::regclass, d.description)
+        FROM pg_class c
+        JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass
+                             AND d.objsubid = 0
+        WHERE c.oid = ANY(oids)
+    ) x;
 
     FOREACH name IN ARRAY names LOOP
         EXECUTE format('DROP VIEW IF EXISTS %s CASCADE', name);
@@ -53,7 +81,7 @@ BEGIN
         FOR i IN 1 .. cardinality(names) LOOP
             CONTINUE WHEN NOT names[i] = ANY(pending);
             BEGIN
-                EXECUTE format('CREATE VIEW %s AS %s', names[i], saved[i]);
+                EXECUTE made[i];
             EXCEPTION WHEN undefined_table THEN
                 failed := failed || names[i];
             END;
@@ -62,6 +90,9 @@ BEGIN
             RAISE EXCEPTION 'cannot make the views % again', failed;
         END IF;
         pending := failed;
+    END LOOP;
+    FOREACH statement IN ARRAY kept LOOP
+        EXECUTE statement;
     END LOOP;
 END
 $$;

@@ -9,7 +9,9 @@ where many workers share one crawl.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -299,6 +301,13 @@ async def test_the_bytewise_url_key_keeps_every_view_and_a_users_own(
         "SELECT table_name, view_definition FROM information_schema.views "
         "WHERE table_schema = 'public' ORDER BY 1"
     )
+    reader = f"crawler_test_reader_{uuid.uuid4().hex[:12]}"
+    kept_sql = (
+        "SELECT c.relname::text, c.reloptions, obj_description(c.oid, 'pg_class'), "
+        f"has_table_privilege('{reader}', c.oid, 'SELECT') "
+        "FROM pg_class c WHERE c.relkind = 'v' AND c.relnamespace = 'public'::regnamespace "
+        "ORDER BY 1"
+    )
     every = migrate.available(schema.DIALECT)
     conn = await asyncpg.connect(pg_url)
     try:
@@ -312,12 +321,22 @@ async def test_the_bytewise_url_key_keeps_every_view_and_a_users_own(
             "(1, 'http://h.test/b', 3, 0), (1, 'http://h.test/B', 3, 0), "
             "(1, 'http://h.test/a', 3, 1)"
         )
-        await conn.execute("CREATE VIEW my_pages AS SELECT url, depth FROM url_result")
+        await conn.execute(
+            "CREATE VIEW my_pages WITH (security_barrier) AS SELECT url, depth FROM url_result"
+        )
         await conn.execute("CREATE VIEW my_top AS SELECT url FROM my_pages WHERE depth = 0")
+        await conn.execute(f"CREATE ROLE {reader}")
+        await conn.execute(f"GRANT SELECT ON broken_links, my_top TO {reader}")
+        await conn.execute("COMMENT ON VIEW my_top IS 'the seeds; ours'")
         before = await conn.fetch(views_sql)
+        kept_before = [tuple(r) for r in await conn.fetch(kept_sql)]
         monkeypatch.setattr(migrate, "available", lambda _dialect: every)
         assert await schema.apply_migrations(conn) == LATEST
         assert await conn.fetch(views_sql) == before
+        assert [tuple(r) for r in await conn.fetch(kept_sql)] == kept_before
+        assert ("my_pages", ["security_barrier=true"], None, False) in kept_before
+        assert ("my_top", None, "the seeds; ours", True) in kept_before
+        assert ("broken_links", None, None, True) in kept_before
         collation = "SELECT collation_name FROM information_schema.columns "
         collation += "WHERE table_name = 'url' AND column_name = 'url'"
         assert await conn.fetchval(collation) == "C"
@@ -333,6 +352,9 @@ async def test_the_bytewise_url_key_keeps_every_view_and_a_users_own(
         )
         assert "url_crawl_id_url_key" in "\n".join(r[0] for r in plan)
     finally:
+        with contextlib.suppress(asyncpg.PostgresError):
+            await conn.execute(f"DROP OWNED BY {reader}")
+            await conn.execute(f"DROP ROLE {reader}")
         await conn.close()
 
 
