@@ -14,13 +14,10 @@ DO $$
 DECLARE
     oids oid[];
     names text[];
-    made text[];   -- CREATE VIEW, a view's text
-    kept text[];   -- owners, grants and comments, once every view is made
-    pending text[];
+    pending text[];  -- CREATE VIEW, a view's text, until it is made
+    kept text[];     -- owners, grants and comments, once every view is made
     failed text[];
-    name text;
     statement text;
-    i integer;
 BEGIN
     WITH RECURSIVE reader(oid) AS (
         SELECT r.ev_class
@@ -41,7 +38,7 @@ BEGIN
                            ELSE format(' WITH (%s)', array_to_string(c.reloptions, ', ')) END,
                       pg_get_viewdef(c.oid))
                ORDER BY c.oid), '{}')
-    INTO oids, names, made
+    INTO oids, names, pending
     FROM pg_class c
     WHERE c.oid IN (SELECT oid FROM reader) AND c.relkind = 'v';
 
@@ -50,7 +47,7 @@ BEGIN
         SELECT c.oid, 1 AS step,
                format('ALTER VIEW %s OWNER TO %s', c.oid::regclass, c.relowner::regrole) AS statement
         FROM pg_class c
-        WHERE c.oid = ANY(oids) AND c.relowner <> (SELECT oid FROM pg_roles WHERE rolname = current_user)
+        WHERE c.oid = ANY(oids) AND c.relowner <> current_user::regrole
         UNION ALL
         SELECT c.oid, 2,
                format('GRANT %s ON %s TO %s%s', g.privilege_type, c.oid::regclass,
@@ -66,28 +63,26 @@ BEGIN
         WHERE c.oid = ANY(oids)
     ) x;
 
-    FOREACH name IN ARRAY names LOOP
-        EXECUTE format('DROP VIEW IF EXISTS %s CASCADE', name);
-    END LOOP;
+    IF cardinality(names) > 0 THEN
+        EXECUTE format('DROP VIEW IF EXISTS %s CASCADE', array_to_string(names, ', '));
+    END IF;
 
     ALTER TABLE url ALTER COLUMN url TYPE text COLLATE "C";
 
     -- In the order they were made, which is the order of their dependencies
     -- unless a CREATE OR REPLACE later made one read a younger view: those
     -- are tried again once the others exist.
-    pending := names;
     WHILE cardinality(pending) > 0 LOOP
         failed := '{}';
-        FOR i IN 1 .. cardinality(names) LOOP
-            CONTINUE WHEN NOT names[i] = ANY(pending);
+        FOREACH statement IN ARRAY pending LOOP
             BEGIN
-                EXECUTE made[i];
+                EXECUTE statement;
             EXCEPTION WHEN undefined_table THEN
-                failed := failed || names[i];
+                failed := failed || statement;
             END;
         END LOOP;
         IF cardinality(failed) = cardinality(pending) THEN
-            RAISE EXCEPTION 'cannot make the views % again', failed;
+            RAISE EXCEPTION 'cannot make these views again: %', array_to_string(failed, '; ');
         END IF;
         pending := failed;
     END LOOP;
