@@ -34,6 +34,14 @@ from crawler.store.postgres import report as pg_report
 from crawler.store.postgres.frontier import read_counts
 from crawler.store.postgres.vacuum import _VACUUM_LOCK as VACUUM_LOCK
 from crawler.store.service import CrawlTarget, Definition, Delivery, Entry, Snapshot, WorkerRow
+from crawler.store.service_rows import (
+    DELIVERY_COLUMNS,
+    DELIVERY_INSERT_COLUMNS,
+    delivery_from_row,
+    delivery_insert_values,
+    delivery_update_values,
+    entry_from_row,
+)
 
 POOL_SIZE = 4
 DELETE_BATCH = 2000  # URLs (with their results, links, anchors) per delete transaction
@@ -42,10 +50,6 @@ _COLUMNS = (
     "error, definition_id"
 )
 _DEFINITION_COLUMNS = "id, spec::text, created_at, updated_at, next_run_at"
-_DELIVERY_COLUMNS = (
-    "id, definition_id, crawl_id, url, body, state, attempts, created_at, next_attempt_at, "
-    "last_status, last_error, finished_at"
-)
 _HOST_TOTALS = """
 SELECT host,
        count(*),
@@ -142,7 +146,7 @@ class PostgresServiceStore:
     async def entries(self) -> list[Entry]:
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(f"SELECT {_COLUMNS} FROM service_crawl ORDER BY id")
-        return [_entry(row) for row in rows]
+        return [entry_from_row(row) for row in rows]
 
     async def insert(
         self,
@@ -229,24 +233,8 @@ class PostgresServiceStore:
 
     async def deliveries(self) -> list[Delivery]:
         async with self._pool.acquire() as conn:
-            rows = await conn.fetch(f"SELECT {_DELIVERY_COLUMNS} FROM service_delivery ORDER BY id")
-        return [
-            Delivery(
-                int(r[0]),
-                int(r[1]),
-                int(r[2]),
-                r[3],
-                bytes(r[4]),
-                r[5],
-                int(r[6]),
-                float(r[7]),
-                float(r[8]),
-                r[9],
-                r[10],
-                None if r[11] is None else float(r[11]),
-            )
-            for r in rows
-        ]
+            rows = await conn.fetch(f"SELECT {DELIVERY_COLUMNS} FROM service_delivery ORDER BY id")
+        return [delivery_from_row(r) for r in rows]
 
     async def insert_delivery(self, delivery: Delivery) -> Delivery:
         async def body(conn: Any) -> int:
@@ -255,16 +243,7 @@ class PostgresServiceStore:
         return dataclasses.replace(delivery, id=await self._tx(body))
 
     async def update_delivery(self, delivery: Delivery) -> None:
-        d = delivery
-        values = (
-            d.state,
-            d.attempts,
-            d.next_attempt_at,
-            d.last_status,
-            d.last_error,
-            d.finished_at,
-            d.id,
-        )
+        values = delivery_update_values(delivery)
 
         async def body(conn: Any) -> None:
             await conn.execute(
@@ -507,24 +486,11 @@ async def _update_entry(conn: Any, entry: Entry) -> None:
 
 
 async def _insert_delivery(conn: Any, delivery: Delivery) -> int:
-    d = delivery
     return int(
         await conn.fetchval(
-            "INSERT INTO service_delivery (definition_id, crawl_id, url, body, state, "
-            "attempts, created_at, next_attempt_at, last_status, last_error, "
-            "finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
-            "RETURNING id",
-            d.definition_id,
-            d.crawl_id,
-            d.url,
-            d.body,
-            d.state,
-            d.attempts,
-            d.created_at,
-            d.next_attempt_at,
-            d.last_status,
-            d.last_error,
-            d.finished_at,
+            f"INSERT INTO service_delivery ({DELIVERY_INSERT_COLUMNS}) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
+            *delivery_insert_values(delivery),
         )
     )
 
@@ -532,18 +498,3 @@ async def _insert_delivery(conn: Any, delivery: Delivery) -> int:
 async def _delete_crawl_rows(conn: Any, crawl_id: int) -> None:
     for statement in _DELETE_CRAWL:
         await conn.execute(statement, crawl_id)
-
-
-def _entry(row: Any) -> Entry:
-    return Entry(
-        id=int(row[0]),
-        state=str(row[1]),
-        seeds=json.loads(row[2]),
-        settings=json.loads(row[3]),
-        created_at=float(row[4]),
-        queued_at=float(row[5]),
-        started_at=None if row[6] is None else float(row[6]),
-        finished_at=None if row[7] is None else float(row[7]),
-        error=row[8],
-        definition_id=None if row[9] is None else int(row[9]),
-    )

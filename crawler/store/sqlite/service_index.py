@@ -52,6 +52,14 @@ from crawler.report.diff import CrawlDiff
 from crawler.report.model import ReportData
 from crawler.store.crawl_stats import CrawlStats
 from crawler.store.service import CrawlTarget, Definition, Delivery, Entry, Snapshot, WorkerRow
+from crawler.store.service_rows import (
+    DELIVERY_COLUMNS,
+    DELIVERY_INSERT_COLUMNS,
+    delivery_from_row,
+    delivery_insert_values,
+    delivery_update_values,
+    entry_from_row,
+)
 from crawler.store.sqlite import crawl_delete, crawls, db, reads
 from crawler.store.sqlite.db import atomic
 from crawler.store.sqlite.frontier import Frontier
@@ -110,10 +118,6 @@ _COLUMNS = (
     "definition_id"
 )
 _DEFINITION_COLUMNS = "id, spec, created_at, updated_at, next_run_at"
-_DELIVERY_COLUMNS = (
-    "id, definition_id, crawl_id, url, body, state, attempts, created_at, next_attempt_at, "
-    "last_status, last_error, finished_at"
-)
 
 
 class Index:
@@ -140,7 +144,7 @@ class Index:
 
     def entries(self) -> list[Entry]:
         rows = self._conn.execute(f"SELECT {_COLUMNS} FROM service_crawl ORDER BY id").fetchall()
-        return [_entry(row) for row in rows]
+        return [entry_from_row(row) for row in rows]
 
     def insert(
         self,
@@ -201,52 +205,29 @@ class Index:
 
     def deliveries(self) -> list[Delivery]:
         rows = self._conn.execute(
-            f"SELECT {_DELIVERY_COLUMNS} FROM service_delivery ORDER BY id"
+            f"SELECT {DELIVERY_COLUMNS} FROM service_delivery ORDER BY id"
         ).fetchall()
-        return [_delivery(row) for row in rows]
+        return [delivery_from_row(row) for row in rows]
 
     def insert_delivery(self, delivery: Delivery) -> Delivery:
         with atomic(self._conn):
             return self._insert_delivery(delivery)
 
     def _insert_delivery(self, delivery: Delivery) -> Delivery:
-        d = delivery
         cur = self._conn.execute(
-            "INSERT INTO service_delivery (definition_id, crawl_id, url, body, state, "
-            "attempts, created_at, next_attempt_at, last_status, last_error, finished_at) "
+            f"INSERT INTO service_delivery ({DELIVERY_INSERT_COLUMNS}) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                d.definition_id,
-                d.crawl_id,
-                d.url,
-                d.body,
-                d.state,
-                d.attempts,
-                d.created_at,
-                d.next_attempt_at,
-                d.last_status,
-                d.last_error,
-                d.finished_at,
-            ),
+            delivery_insert_values(delivery),
         )
         assert cur.lastrowid is not None
-        return dataclasses.replace(d, id=cur.lastrowid)
+        return dataclasses.replace(delivery, id=cur.lastrowid)
 
     def update_delivery(self, delivery: Delivery) -> None:
-        d = delivery
         with atomic(self._conn):
             self._conn.execute(
                 "UPDATE service_delivery SET state = ?, attempts = ?, next_attempt_at = ?, "
                 "last_status = ?, last_error = ?, finished_at = ? WHERE id = ?",
-                (
-                    d.state,
-                    d.attempts,
-                    d.next_attempt_at,
-                    d.last_status,
-                    d.last_error,
-                    d.finished_at,
-                    d.id,
-                ),
+                delivery_update_values(delivery),
             )
 
     def update(self, entry: Entry) -> None:
@@ -583,38 +564,6 @@ def _writable(directory: Path) -> None:
     """OSError when nothing can be written to ``directory``."""
     with tempfile.NamedTemporaryFile(dir=directory, prefix=".ready-"):
         pass
-
-
-def _entry(row: tuple[Any, ...]) -> Entry:
-    return Entry(
-        id=row[0],
-        state=row[1],
-        seeds=json.loads(row[2]),
-        settings=json.loads(row[3]),
-        created_at=row[4],
-        queued_at=row[5],
-        started_at=row[6],
-        finished_at=row[7],
-        error=row[8],
-        definition_id=row[9],
-    )
-
-
-def _delivery(row: tuple[Any, ...]) -> Delivery:
-    return Delivery(
-        id=row[0],
-        definition_id=row[1],
-        crawl_id=row[2],
-        url=row[3],
-        body=bytes(row[4]),
-        state=row[5],
-        attempts=row[6],
-        created_at=row[7],
-        next_attempt_at=row[8],
-        last_status=row[9],
-        last_error=row[10],
-        finished_at=row[11],
-    )
 
 
 def _check_identity(path: Path) -> None:
