@@ -211,6 +211,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run the re-crawl under py-spy (folded stacks in the run folder; times include it)",
     )
+    parser.add_argument(
+        "--threads",
+        action="store_true",
+        help="print the re-crawl's CPU time by thread (bench/thread_cpu.py; recrawl.threads)",
+    )
     args = parser.parse_args(argv)
     measure.install_signal_exit()
 
@@ -262,9 +267,11 @@ def main(argv: list[str] | None = None) -> int:
         cpu_before = children_cpu_s()
         spy = [str(VENV_BIN / "py-spy"), "record", "--subprocesses", "--threads", "--format", "raw"]
         spy += ["-o", str(run_dir / "recrawl.folded"), "--"]
+        threads = [sys.executable, str(Path(__file__).with_name("thread_cpu.py")), "--"]
         second = crawl(
             [
                 *(spy if args.profile else []),
+                *(threads if args.threads and not args.profile else []),
                 *crawler,
                 "recrawl",
                 "--db",
@@ -341,6 +348,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  requests (all)         first {all_first}, re-crawl {all_second}")
     print(f"  diff exact             {diff['exact']} {diff['counts']}")
     print(f"  crawl states           {states}, exits {figures['exit_codes']}")
+    if args.threads and not args.profile:
+        print("  re-crawl by thread (exit: thread_cpu's)")
+        for line in (run_dir / "recrawl.stdout").read_text().splitlines():
+            print("  " + line)
     if args.check and not (diff["exact"] and states == ["finished", "finished"]):
         return EXIT_CHECK_FAILED
     return 0
