@@ -506,14 +506,15 @@ async def _assert_reads_indexes(
             read = _rows_read(json.loads(plan)[0]["Plan"], {"url", "result", "link_open"})
             assert read < total / 10, (sql, read, total)
             text = "\n".join(r[0] for r in await pg.conn.fetch("EXPLAIN " + sql, crawl_id))
-            for table in ("url", "result", "link_open", "link_settled"):
-                assert f"Seq Scan on {table} " not in text, (sql, text)
+            for table in ("url ", "result ", "link_open", "link_settled "):  # link_open's runs too
+                assert f"Seq Scan on {table}" not in text, (sql, text)
 
 
 def _rows_read(node: dict[str, Any], tables: set[str]) -> int:
     """Rows a plan read from ``tables``: returned or filtered out, times loops."""
     read = 0
-    if node.get("Relation Name") in tables:
+    name = str(node.get("Relation Name", ""))
+    if name in tables or (name.startswith("link_open_run_") and "link_open" in tables):
         rows = node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
         read += rows * node.get("Actual Loops", 1)
     for child in node.get("Plans", []):
@@ -582,3 +583,146 @@ async def test_finishing_a_crawl_notifies_its_idle_workers(pg: PG) -> None:
         assert heard == [str(f.crawl_id)]  # none while work was outstanding
     finally:
         await listener.close()
+
+
+_RUNS = (
+    "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+    "WHERE i.inhparent = 'link_open'::regclass ORDER BY c.oid"
+)
+
+
+async def test_each_merge_is_a_run_of_its_own_indexed_by_target_and_source(pg: PG) -> None:
+    f = await pg.frontier()
+    await f.enqueue([disc(u(""))], T0)
+    (root,) = await f.lease("w1", 1, TTL, T0)
+    kids = [disc(u(f"p{i}")) for i in range(4)]
+    assert all(await f.complete("w1", [outcome(root, OK, children=kids)], T0))
+    assert await pg_links.merge(pg.conn) == 4
+    # The pages link on to one another (and one twice, with a fragment): a second run.
+    part = disc(u("q"), fragment="part")
+    again = {u(f"p{i}"): [disc(u(f"p{(i + 1) % 4}")), part] for i in range(4)}
+    await drain(f, Plan(children=again))
+    assert await pg_links.merge(pg.conn) > 0
+    assert await pg_links.merge(pg.conn) == 0  # nothing left: no empty run made
+
+    runs = [r[0] for r in await pg.conn.fetch(_RUNS)]
+    assert runs[0] == "link_open_run_0"
+    assert len(runs) == 3
+    for run in runs[1:]:
+        indexes = await pg.conn.fetch("SELECT indexdef FROM pg_indexes WHERE tablename = $1", run)
+        columns = sorted(r[0].split(" USING btree ")[1] for r in indexes)
+        assert columns == ["(source_id)", "(target_id)", "(target_id) WHERE (fragment <> ''::text)"]
+        assert await pg.conn.fetchval("SELECT count(*) FROM pg_stats WHERE tablename = $1", run)
+    # Every link once, in link_open; readers of the partitioned table find them by key.
+    assert await pg.conn.fetchval("SELECT count(*) FROM link_fresh") == 0
+    keys = "SELECT target_id, source_id, fragment FROM link_open"
+    assert await pg.conn.fetchval(f"SELECT count(*) FROM ({keys}) k") == await pg.conn.fetchval(
+        f"SELECT count(*) FROM (SELECT DISTINCT * FROM ({keys}) k) d"
+    )
+    target = await pg.conn.fetchval("SELECT id FROM url WHERE url LIKE '%/q'")
+    async with pg.conn.transaction():
+        await pg.conn.execute("SET LOCAL enable_seqscan = off")
+        plan = "\n".join(
+            r[0]
+            for r in await pg.conn.fetch(
+                "EXPLAIN SELECT source_id FROM link_open WHERE target_id = $1", target
+            )
+        )
+    assert "Seq Scan" not in plan, plan
+    assert runs[2] in plan, plan
+    sources = await pg.conn.fetch(
+        "SELECT fragment FROM link_open WHERE target_id = $1 ORDER BY source_id", target
+    )
+    assert [r[0] for r in sources] == ["part"] * 4
+
+
+async def test_runs_emptied_by_a_delete_are_dropped_and_the_rest_kept(pg: PG) -> None:
+    f = await pg.frontier()
+    await f.enqueue([disc(u(""))], T0)
+    await drain(f, Plan(children={u(""): [disc(u(f"p{i}")) for i in range(3)]}))
+    assert await pg_links.merge(pg.conn) == 3
+    run = (await pg.conn.fetch(_RUNS))[-1][0]
+    assert await pg_links.drop_empty_runs(pg.conn) == ["link_open_run_0"]  # made empty by 0023
+    assert run in [r[0] for r in await pg.conn.fetch(_RUNS)]  # it has rows: kept
+    await pg.conn.execute("DELETE FROM link_open WHERE source_id IN (SELECT id FROM url)")
+    assert run in await pg_links.drop_empty_runs(pg.conn)
+    assert run not in [r[0] for r in await pg.conn.fetch(_RUNS)]
+    assert await pg_links.merge(pg.conn) == 0
+
+
+async def test_open_links_merged_before_runs_are_kept_as_run_0(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0023 makes link_open partitioned: the links in it stay, readable as before."""
+    every = migrate.available(schema.DIALECT)
+    conn = await asyncpg.connect(pg_url)
+    try:
+        monkeypatch.setattr(migrate, "available", lambda _dialect: [m for m in every if m[0] < 23])
+        assert await schema.apply_migrations(conn) == 22
+        await conn.execute(
+            "INSERT INTO crawl (id, seeds, config, started_at) VALUES (1, '[]', '{}', 0)"
+        )
+        await conn.execute(
+            "INSERT INTO url (id, crawl_id, url, kind, depth) VALUES "
+            "(1, 1, 'http://h.test/', 3, 0), (2, 1, 'http://h.test/gone', 1, 1)"
+        )
+        await conn.execute(
+            "INSERT INTO link_open (target_id, source_id, fragment, element, line, col) "
+            "VALUES (2, 1, '', 'a', 3, 4), (2, 1, 'x', 'a', 5, 6)"
+        )
+        await conn.execute("CREATE VIEW my_links AS SELECT source_id, line FROM link")
+        monkeypatch.setattr(migrate, "available", lambda _dialect: every)
+        assert await schema.apply_migrations(conn) == LATEST
+
+        assert [r[0] for r in await conn.fetch(_RUNS)] == ["link_open_run_0"]
+        assert await conn.fetchval("SELECT array_agg(run) FROM link_open") == [0, 0]
+        rows = await conn.fetch("SELECT source_id, line FROM my_links ORDER BY line")
+        assert [tuple(r) for r in rows] == [(1, 3), (1, 5)]
+        await conn.execute(
+            "INSERT INTO link_fresh (target_id, source_id, fragment, element, line, col) "
+            "VALUES (2, 1, '', 'img', 7, 8)"
+        )
+        assert await pg_links.merge(conn) == 1
+        rows = await conn.fetch("SELECT run, line FROM link_open ORDER BY line")
+        assert [tuple(r) for r in rows] == [(0, 3), (0, 5), (1, 7)]
+    finally:
+        await conn.close()
+
+
+async def test_a_transaction_reading_links_while_a_run_is_attached_reads_each_once(
+    pg: PG,
+) -> None:
+    """Each statement of a READ COMMITTED transaction sees what is committed when it
+    starts, but the runs of link_open its first statement saw: a merge committing
+    in between must wait, or the moved links would be in neither table."""
+    await pg.conn.execute(
+        "INSERT INTO link_fresh (target_id, source_id, element) "
+        "SELECT i, 1, 'a' FROM generate_series(1, 20) i"
+    )
+    count = (
+        "SELECT count(*) FROM (SELECT source_id FROM link_open "
+        "UNION ALL SELECT source_id FROM link_fresh) l"
+    )
+    reader = await asyncpg.connect(pg.url)
+    try:
+        merger = await asyncpg.connect(pg.url)
+        async with reader.transaction():
+            assert await reader.fetchval(count) == 20
+            merge = asyncio.ensure_future(pg_links.merge(merger))
+
+            async def waiting_or_done() -> bool:
+                if merge.done():
+                    return True
+                event = await pg.conn.fetchval(
+                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1",
+                    merger.get_server_pid(),
+                )
+                return bool(event == "Lock")
+
+            await wait_until(waiting_or_done, timeout=30, interval=0.01, message="no merge")
+            assert await reader.fetchval(count) == 20
+        assert await merge == 20
+        assert await reader.fetchval(count) == 20
+        await merger.close()
+    finally:
+        await reader.close()

@@ -1,21 +1,27 @@
-"""Open links on PostgreSQL: appended to ``link_fresh``, moved into ``link_open`` in batches.
+"""Open links on PostgreSQL: appended to ``link_fresh``, moved into ``link_open`` in runs.
 
-``link_open`` is keyed by target, because reports ask "who links to this
-broken URL?". Inserting each page's links into it as the page completed
-dirtied a random leaf of that key per link, in every commit and again after
-every checkpoint (a full page image): the largest item of a crawl's server
-time. So a completion appends them to ``link_fresh``, a heap without index
+``link_open`` is searched by target, because reports ask "who links to this
+broken URL?". Inserting each page's links into a target-keyed index as the
+page completed dirtied a random leaf of that key per link, in every commit and
+again after every checkpoint (a full page image); merging batches into one
+such index still inserted each row into a tree that grows with the crawl.
+So a completion appends its links to ``link_fresh``, a heap without index
 (``record``), and once it holds a batch (as many rows as there are URLs,
-within ``MIN_BATCH_ROWS`` and ``MAX_BATCH_ROWS``) one worker moves it into
-``link_open`` sorted by target (``merge``): each leaf is then written about
-once per batch (migration 0017).
+within ``MIN_BATCH_ROWS`` and ``MAX_BATCH_ROWS``) one worker moves it into a
+run of its own (``merge``): a new partition of ``link_open`` (migration 0023),
+filled in key order, then indexed by target, by source and by target where a
+fragment is named, each index built once over the whole run.
 
-A merge is one transaction (``DELETE … RETURNING`` feeding a sorted
-``INSERT``): a reader's snapshot sees each link in exactly one of the two
-tables, and a merge killed midway leaves everything in ``link_fresh``. Only
-one runs at a time (an advisory lock); it runs in the background on a pool
-connection of its own, so the completions that trigger it do not wait, and
-rows appended meanwhile by any worker are left for the next batch.
+A merge is one transaction (``DELETE … RETURNING`` feeding the run, its
+indexes, the partition attached): a reader's snapshot sees each link in
+exactly one of the two tables, and a merge killed midway leaves everything in
+``link_fresh``. Only one runs at a time (an advisory lock); it runs in the
+background on a pool connection of its own, so the completions that trigger
+it do not wait, and rows appended meanwhile by any worker are left for the
+next batch. The run is attached under a lock that waits for the readers of
+``link_open`` at that moment and holds new ones for the commit (``merge``);
+completions never wait for it. Runs a deleted crawl emptied are dropped
+(``drop_empty_runs``).
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ MAX_BATCH_ROWS = 500_000
 # last looked (the statistics the look reads cost two catalog lookups).
 CHECK_EVERY_ROWS = 20_000
 _MERGE_LOCK = 0x43524C4D  # "CRLM": one merge at a time on the database
+# How long a merge waits for the readers of link_open before it gives up (the
+# links stay in link_fresh for the next one): readers queue behind it meanwhile.
+_ATTACH_LOCK_TIMEOUT = "10s"
 # The batch is sorted in memory rather than in temporary files.
 _MERGE_WORK_MEM = "256MB"
 
@@ -48,14 +57,28 @@ INSERT INTO link_fresh (target_id, source_id, fragment, element, line, col)
 SELECT * FROM unnest($1::text::bigint[], $2::text::bigint[], $3::text::text[], $4::text::text[],
                      $5::text::integer[], $6::text::integer[])
 """
-_MERGE = """
+# A run: link_fresh's rows, one of each key (the first of a page completed again
+# is as good as its second), in key order; then its indexes and the partition.
+_MOVE = """
 WITH moved AS (
     DELETE FROM link_fresh RETURNING target_id, source_id, fragment, element, line, col
 )
-INSERT INTO link_open (target_id, source_id, fragment, element, line, col)
-SELECT target_id, source_id, fragment, element, line, col FROM moved
+INSERT INTO {run} (target_id, source_id, fragment, element, line, col, run)
+SELECT DISTINCT ON (target_id, source_id, fragment)
+       target_id, source_id, fragment, element, line, col, {number}
+FROM moved
 ORDER BY target_id, source_id, fragment
-ON CONFLICT DO NOTHING
+"""
+_RUN_INDEXES = (
+    "CREATE INDEX {run}_target ON {run} (target_id)",
+    "CREATE INDEX {run}_source ON {run} (source_id)",
+    "CREATE INDEX {run}_fragment ON {run} (target_id) WHERE fragment <> ''",
+)
+# Runs with no row left (their crawls deleted), oldest first; run 0 (what
+# migration 0023 found) included.
+_RUNS = """
+SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'link_open'::regclass ORDER BY c.oid
 """
 # Live rows as the statistics count them (inserts less deletes, a second late).
 _SIZES = """
@@ -82,7 +105,7 @@ async def record(conn: Any, edges: Edges) -> None:
 
 
 async def merge(conn: Any, *, wait: bool = False) -> int | None:
-    """Move every row of ``link_fresh`` into ``link_open``; rows moved.
+    """Move every row of ``link_fresh`` into a new run of ``link_open``; rows moved.
 
     None when another merge holds the lock and ``wait`` is false; with
     ``wait`` this one runs after it (and finds what was appended since).
@@ -92,9 +115,47 @@ async def merge(conn: Any, *, wait: bool = False) -> int | None:
             await conn.execute("SELECT pg_advisory_xact_lock($1)", _MERGE_LOCK)
         elif not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", _MERGE_LOCK):
             return None
+        if not await conn.fetchval("SELECT EXISTS (SELECT 1 FROM link_fresh)"):
+            return 0  # rows only come in while the lock is held: the move finds some
         await conn.execute(f"SET LOCAL work_mem = '{_MERGE_WORK_MEM}'")
-        status = await conn.execute(_MERGE)
+        await conn.execute(f"SET LOCAL maintenance_work_mem = '{_MERGE_WORK_MEM}'")
+        number = int(await conn.fetchval("SELECT nextval('link_open_run')"))
+        run = f"link_open_run_{number}"
+        # The check lets the attachment trust the rows without reading them again.
+        await conn.execute(
+            f"CREATE TABLE {run} (LIKE link_open, CONSTRAINT {run}_run CHECK (run = {number}))"
+        )
+        status = await conn.execute(_MOVE.format(run=run, number=number))
+        for statement in _RUN_INDEXES:
+            await conn.execute(statement.format(run=run))
+        await conn.execute(f"ANALYZE {run}")
+        # A statement plans with the partitions attached when it is planned but
+        # reads the rows committed when it starts: one planned just before this
+        # commit and started just after would read link_fresh emptied and no run
+        # holding its rows. Under this lock no reader is between the two.
+        await conn.execute(f"SET LOCAL lock_timeout = '{_ATTACH_LOCK_TIMEOUT}'")
+        await conn.execute("LOCK TABLE link_open IN ACCESS EXCLUSIVE MODE")
+        await conn.execute(f"ALTER TABLE link_open ATTACH PARTITION {run} FOR VALUES IN ({number})")
     return int(status.rsplit(" ", 1)[1])
+
+
+async def drop_empty_runs(conn: Any) -> list[str]:
+    """Drop the runs of ``link_open`` that hold no row (after a crawl is deleted); their names.
+
+    Dropping a partition locks ``link_open`` whole for a moment: a run whose
+    lock is not had within ``lock_timeout`` is left for the next time.
+    """
+    dropped = []
+    for (run,) in await conn.fetch(_RUNS):
+        try:
+            async with conn.transaction():
+                await conn.execute("SET LOCAL lock_timeout = '2s'")
+                if await conn.fetchval(f'SELECT NOT EXISTS (SELECT 1 FROM "{run}")'):
+                    await conn.execute(f'DROP TABLE "{run}"')
+                    dropped.append(str(run))
+        except asyncpg.LockNotAvailableError:
+            log.info("empty_run_kept", run=str(run))
+    return dropped
 
 
 async def due(conn: Any) -> bool:

@@ -288,7 +288,8 @@ class PostgresServiceStore:
         """The crawl's rows in batches of ``DELETE_BATCH`` URLs, each batch a short
         transaction of its own (no table lock, no long one a running crawl waits
         on); then the crawl's remaining rows and its entry, in one. Open links
-        not merged yet are merged first, so the batches find them by key."""
+        not merged yet are merged first, so the batches find them by key; the
+        runs of open links the delete emptied are dropped after it."""
         async with self._pool.acquire() as conn:
             await links.merge(conn, wait=True)
         await self._each_url_batch(crawl_id, (_CUT_REDIRECTS,))
@@ -300,6 +301,8 @@ class PostgresServiceStore:
             await conn.execute("DELETE FROM service_crawl WHERE id = $1", crawl_id)
 
         await self._tx(body)
+        async with self._pool.acquire() as conn:
+            await links.drop_empty_runs(conn)
         await self._reclaim()
 
     async def _reclaim(self) -> None:
