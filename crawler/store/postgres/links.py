@@ -74,8 +74,7 @@ _RUN_INDEXES = (
     "CREATE INDEX {run}_source ON {run} (source_id)",
     "CREATE INDEX {run}_fragment ON {run} (target_id) WHERE fragment <> ''",
 )
-# Runs with no row left (their crawls deleted), oldest first; run 0 (what
-# migration 0023 found) included.
+# Every run, oldest first; run 0 (the links migration 0023 found) included.
 _RUNS = """
 SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = 'link_open'::regclass ORDER BY c.oid
