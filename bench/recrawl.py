@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--threads",
         action="store_true",
-        help="print the re-crawl's CPU time by thread (bench/thread_cpu.py; recrawl.threads)",
+        help="print the re-crawl's CPU time by thread (bench/thread_cpu.py, in recrawl.stdout)",
     )
     args = parser.parse_args(argv)
     measure.install_signal_exit()
