@@ -585,10 +585,7 @@ async def test_finishing_a_crawl_notifies_its_idle_workers(pg: PG) -> None:
         await listener.close()
 
 
-_RUNS = (
-    "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-    "WHERE i.inhparent = 'link_open'::regclass ORDER BY c.oid"
-)
+_RUNS = pg_links._RUNS
 
 
 async def test_each_merge_is_a_run_of_its_own_indexed_by_target_and_source(pg: PG) -> None:
@@ -704,8 +701,8 @@ async def test_a_transaction_reading_links_while_a_run_is_attached_reads_each_on
         "UNION ALL SELECT source_id FROM link_fresh) l"
     )
     reader = await asyncpg.connect(pg.url)
+    merger = await asyncpg.connect(pg.url)
     try:
-        merger = await asyncpg.connect(pg.url)
         async with reader.transaction():
             assert await reader.fetchval(count) == 20
             merge = asyncio.ensure_future(pg_links.merge(merger))
@@ -723,6 +720,6 @@ async def test_a_transaction_reading_links_while_a_run_is_attached_reads_each_on
             assert await reader.fetchval(count) == 20
         assert await merge == 20
         assert await reader.fetchval(count) == 20
-        await merger.close()
     finally:
+        await merger.close()
         await reader.close()
