@@ -198,14 +198,26 @@ async def _edge_rows(conn: Any, crawl_id: int) -> list[Any]:
     them: the open links not merged yet (``link_fresh``, no index) are read once."""
     query = _EDGES + (_FRAGMENT_EDGES if await _has_anchors(conn) else "")
     at = await _position(conn)
-    # Every table but link_fresh is reached by key from the few broken URLs;
-    # estimates made without statistics (``result`` is never analyzed while
-    # autovacuum is off) chose a scan of every URL of the crawl instead.
-    await conn.execute("SELECT set_config('enable_seqscan', 'off', true)")
+    await _set(conn, _EDGE_SETTINGS)
     try:
         return list(await conn.fetch(query.format(at=at), crawl_id))
     finally:
-        await conn.execute("SELECT set_config('enable_seqscan', 'on', true)")
+        await _set(conn, {name: "on" for name in _EDGE_SETTINGS})
+
+
+# How the broken links are read. Every table but link_fresh is reached by key
+# from the few broken URLs; estimates made without statistics (``result`` is
+# never analyzed while autovacuum is off) chose a scan of every URL of the
+# crawl instead. The broken URLs are deduplicated by sorting, not hashing: they
+# come out in id order, so each run of ``link_open`` is probed in the order of
+# its target index, whose pages are read once each and in file order.
+_EDGE_SETTINGS = {"enable_seqscan": "off", "enable_hashagg": "off"}
+
+
+async def _set(conn: Any, settings: dict[str, str]) -> None:
+    """Planner settings for the rest of the caller's transaction."""
+    for name, value in settings.items():
+        await conn.execute("SELECT set_config($1, $2, true)", name, value)
 
 
 async def broken_links(conn: Any, crawl_id: int, rows: list[Any] | None = None) -> list[BrokenLink]:
