@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import asyncpg
@@ -252,24 +253,32 @@ async def test_shared_gates_of_two_workers_never_exceed_the_host_limit(
     ]
     held = [0, 0]
 
-    async def take(i: int, rounds: int) -> None:
-        for _ in range(rounds):
+    async def take(i: int, until: Callable[[], bool], rounds: int | None = None) -> None:
+        # Grants come from a background refresh: wait for them (bounded), or
+        # try ``rounds`` times where what is asserted is that none comes.
+        deadline = time.monotonic() + 30.0
+        tried = 0
+        while not until() and (rounds is None or tried < rounds):
+            assert time.monotonic() < deadline, held
             if gates[i].try_acquire("h.test"):
                 held[i] += 1
                 assert sum(held) <= 3
+            tried += 1
             await asyncio.sleep(0.005)
 
-    await asyncio.gather(take(0, 40), take(1, 40))
-    assert sum(held) == 3
+    def full() -> bool:
+        return sum(held) == 3
+
+    await asyncio.gather(take(0, full), take(1, full))
     for _ in range(held[0]):
         gates[0].release("h.test")
     held[0] = 0
-    await take(1, 30)
+    await take(1, lambda: held[1] == 2)
+    await take(1, lambda: False, rounds=30)
     assert held[1] == 2  # a still counts as wanting the host: b gets its fair share
     await gates[0].aclose()
     await f.release("a")  # a worker that stops gives its place up
-    await take(1, 30)
-    assert held[1] == 3
+    await take(1, lambda: held[1] == 3)
     for i, gate in enumerate(gates):
         for _ in range(held[i]):
             gate.release("h.test")
