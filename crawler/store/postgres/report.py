@@ -216,8 +216,12 @@ _EDGE_SETTINGS = {"enable_seqscan": "off", "enable_hashagg": "off"}
 
 async def _set(conn: Any, settings: dict[str, str]) -> None:
     """Planner settings for the rest of the caller's transaction."""
-    for name, value in settings.items():
-        await conn.execute("SELECT set_config($1, $2, true)", name, value)
+    await conn.execute(
+        "SELECT set_config(name, value, true) "
+        "FROM unnest($1::text[], $2::text[]) AS s (name, value)",
+        list(settings),
+        list(settings.values()),
+    )
 
 
 async def broken_links(conn: Any, crawl_id: int, rows: list[Any] | None = None) -> list[BrokenLink]:
