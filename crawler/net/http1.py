@@ -346,7 +346,16 @@ class Answer:
         self._decoder = None if head else decoder_for(self.headers.get("content-encoding"))
         self._pending = b""
         self._eof = False
-        self.content = self  # the reading calls aiohttp's response.content offers
+
+    @property
+    def content(self) -> Answer:
+        """Itself: the reading calls aiohttp's ``response.content`` offers.
+
+        A property, not an attribute holding ``self``: that reference cycle
+        left every answer to the garbage collector, whose young collections
+        then ran several times a second walking them.
+        """
+        return self
 
     @property
     def content_length(self) -> int | None:
