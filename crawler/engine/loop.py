@@ -80,11 +80,13 @@ LEASE_ROUNDS = 4
 GIL_SWITCH_INTERVAL_S = 0.0005
 # Net allocations of tracked objects between young collections while crawling
 # (CPython's default: 700). A page's records live until their group commit,
-# ~50 a page: at 700, each outlived two or three collections that walked the
-# outcomes waiting for the writer, and the loop's thread spent a sixth of its
-# time collecting (bench/RESULTS.md). Reference counting frees almost all of
-# them; the few cycles (exceptions) wait a little longer.
-GC_YOUNG_THRESHOLD = 20_000
+# ~50 a page, so the young generation swings by tens of thousands of objects
+# from one commit to the next: a threshold inside that swing collects several
+# times a second, each time walking the outcomes waiting for the store, for
+# nothing (bench/RESULTS.md, "The event loop's thread per page" and session
+# 32). Reference counting frees almost all of them; the few cycles
+# (exceptions, closed connections) wait a little longer.
+GC_YOUNG_THRESHOLD = 100_000
 # Parse helpers start once this many pages were parsed here: a small crawl
 # is over before a helper would have paid for its start (~0.3 s, ~25 MB, on
 # the other core: the loop's thread only spawns it). At 1,000, a 10,000-page
