@@ -57,6 +57,13 @@ def test_one_crawl_goes_in_batches_and_the_others_stay_whole(
     kept = {i: crawlkit.comparable(crawlkit.read_report(db, i)) for i in (1, 3)}
     urls_of_2 = _scalar(db, "SELECT count(*) FROM url WHERE crawl_id = 2")
     assert urls_of_2 > 2
+    conn = sqlite3.connect(db)  # as a rendered page of crawl 2 leaves it (--render)
+    with conn:
+        conn.execute(
+            "INSERT INTO render_issue (url_id, seq, kind, message) "
+            "SELECT min(id), 0, 'script_error', 'm' FROM url WHERE crawl_id = 2"
+        )
+    conn.close()
 
     batches = crawl_delete.delete_crawl(db, 2, batch=50)
 
@@ -69,7 +76,7 @@ def test_one_crawl_goes_in_batches_and_the_others_stay_whole(
         for end in ("source_id", "target_id"):
             orphans = f"SELECT count(*) FROM {table} WHERE {end} NOT IN (SELECT id FROM url)"
             assert _scalar(db, orphans) == 0
-    for table in ("result", "anchor", "page_validator"):
+    for table in ("result", "anchor", "page_validator", "render_issue"):
         orphans = f"SELECT count(*) FROM {table} WHERE url_id NOT IN (SELECT id FROM url)"
         assert _scalar(db, orphans) == 0
     conn = sqlite3.connect(db)

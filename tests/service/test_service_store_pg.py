@@ -97,6 +97,18 @@ async def _delete_in_batches(pg_url: str, crawl_id: int) -> tuple[int, int, int]
             "false, 1.0)",
             crawl_id,
         )
+        ids = [r[0] for r in await conn.fetch("SELECT id FROM url WHERE crawl_id = $1", crawl_id)]
+        # Rows keyed by a URL: the delete names each table (no foreign key cascades).
+        await conn.execute(
+            "INSERT INTO result (url_id, class, status, checked_at) VALUES ($1, 'ok', 200, 1.0)",
+            ids[0],
+        )
+        await conn.execute("INSERT INTO page_validator (url_id, etag) VALUES ($1, 'e')", ids[0])
+        await conn.execute(
+            "INSERT INTO render_issue (url_id, seq, kind, message) "
+            "VALUES ($1, 0, 'script_error', 'm')",
+            ids[0],
+        )
         store = await PostgresServiceStore.open(pg_url)
         saved = service_store.DELETE_BATCH
         service_store.DELETE_BATCH = 2  # several batches for the few URLs
@@ -109,6 +121,9 @@ async def _delete_in_batches(pg_url: str, crawl_id: int) -> tuple[int, int, int]
             await conn.fetchval(f"SELECT count(*) FROM {table} WHERE crawl_id = $1", crawl_id)
             for table in ("url", "cookie")
         ]
+        for table in ("result", "page_validator", "render_issue"):
+            left = f"SELECT count(*) FROM {table} WHERE url_id = ANY($1::bigint[])"
+            assert await conn.fetchval(left, ids) == 0, table
         entry = await conn.fetchval("SELECT count(*) FROM service_crawl WHERE id = $1", crawl_id)
         return int(counts[0]), int(counts[1]), int(entry)
     finally:

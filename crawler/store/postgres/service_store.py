@@ -69,6 +69,7 @@ _DELETE_CRAWL = (
     "DELETE FROM link_settled_page WHERE source_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "DELETE FROM anchor WHERE url_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "DELETE FROM render_issue WHERE url_id IN (SELECT id FROM url WHERE crawl_id = $1)",
+    "DELETE FROM page_validator WHERE url_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "UPDATE result SET redirect_to_id = NULL "
     "WHERE redirect_to_id IN (SELECT id FROM url WHERE crawl_id = $1)",
     "DELETE FROM result WHERE url_id IN (SELECT id FROM url WHERE crawl_id = $1)",
@@ -96,6 +97,8 @@ _DELETE_URL_BATCH = (
     "DELETE FROM link_settled WHERE target_id = ANY($1::bigint[])",
     "DELETE FROM link_settled_page WHERE source_id = ANY($1::bigint[])",
     "DELETE FROM anchor WHERE url_id = ANY($1::bigint[])",
+    "DELETE FROM render_issue WHERE url_id = ANY($1::bigint[])",
+    "DELETE FROM page_validator WHERE url_id = ANY($1::bigint[])",
     "DELETE FROM result WHERE url_id = ANY($1::bigint[])",
     "DELETE FROM url WHERE id = ANY($1::bigint[])",
 )

@@ -36,6 +36,7 @@ _BATCH_STATEMENTS = (
     f"DELETE FROM link_settled WHERE source_id IN {_IN_BATCH}",
     f"DELETE FROM anchor WHERE url_id IN {_IN_BATCH}",
     f"DELETE FROM page_validator WHERE url_id IN {_IN_BATCH}",
+    f"DELETE FROM render_issue WHERE url_id IN {_IN_BATCH}",
     f"DELETE FROM result WHERE url_id IN {_IN_BATCH}",
     "DELETE FROM url WHERE crawl_id = ? AND id BETWEEN ? AND ?",
 )
