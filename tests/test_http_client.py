@@ -410,7 +410,7 @@ async def test_a_cookie_header_given_is_sent_with_the_cookies_the_site_set() -> 
 
 async def test_answers_read_are_freed_without_the_garbage_collector() -> None:
     # An answer in a reference cycle outlives its request until a collection
-    # walks it: the crawl's young collections then ran several times a second.
+    # finds it: two a page, with what they hold.
     async def handler(conn: int, n: int, head: bytes, writer: asyncio.StreamWriter) -> bool:
         writer.write(html())
         return True

@@ -352,8 +352,7 @@ class Answer:
         """Itself: the reading calls aiohttp's ``response.content`` offers.
 
         A property, not an attribute holding ``self``: that reference cycle
-        left every answer to the garbage collector, whose young collections
-        then ran several times a second walking them.
+        left every answer, two a page, for the garbage collector to find.
         """
         return self
 
