@@ -17,7 +17,7 @@ from crawler.scope import Scope
 
 from kit.clikit import plant_decoy_crawler
 from kit.crawlkit import comparable, crawl
-from kit.sitekit import Page, page_html
+from kit.sitekit import Page, page_html, wait_until_sync
 
 BOUND_S = 30.0
 BASE = "http://127.0.0.1:8000/docs/a/page.html"
@@ -83,18 +83,19 @@ async def test_a_lost_helper_hands_every_page_back(pool) -> None:
     assert not helpers.alive
 
 
+@pytest.mark.patches_compiled
 async def test_pages_of_one_turn_go_as_one_batch(pool) -> None:
     helpers, scope = pool
     writes = 0
-    stdin = helpers._helpers[0].process.stdin
-    write = stdin.write
+    channel = helpers._helpers[0].channel
+    send = channel.send
 
-    def counting(data: bytes) -> None:
+    def counting(frame: bytes) -> None:
         nonlocal writes
         writes += 1
-        write(data)
+        send(frame)
 
-    stdin.write = counting
+    channel.send = counting
     pages = [_page([f"/p{i}", f"/q{i}"]) for i in range(40)]
     got = await asyncio.wait_for(
         asyncio.gather(*(helpers.parse(_row(), page) for page in pages)), BOUND_S
@@ -102,6 +103,37 @@ async def test_pages_of_one_turn_go_as_one_batch(pool) -> None:
     expected = [parse_body(_row(), page, scope, include_fragments=True) for page in pages]
     assert [g.children for g in got] == [e.children for e in expected]
     assert writes == 2  # 40 pages handed over in one turn: a full batch of 32, then the rest
+
+
+async def test_a_helper_parses_while_this_thread_is_busy(pool) -> None:
+    """Pages larger than a pipe reach the helper, and its replies leave it, while the
+    event loop's thread is held (parsing a page itself): threads move the pipes."""
+    helpers, scope = pool
+    helper = helpers._helpers[0]
+    pages = [_page([f"/p{i}-{n}" for n in range(6_000)]) for i in range(4)]  # ~400 KB each
+    assert all(len(page.body or b"") > 256 * 1024 for page in pages)
+    pending = [asyncio.ensure_future(helpers.parse(_row(), page)) for page in pages]
+    await asyncio.sleep(0)  # the tasks hand their pages over
+    helpers.send_now()
+    assert helper.queued_bytes() == sum(len(page.body or b"") for page in pages)
+    # This thread held: no turn of the loop moves a byte until every page is parsed.
+    wait_until_sync(lambda: helper.queued_bytes() == 0, BOUND_S, message="the helper's progress")
+    got = await asyncio.wait_for(asyncio.gather(*pending), BOUND_S)
+    expected = [parse_body(_row(), page, scope, include_fragments=True) for page in pages]
+    assert [g.children for g in got] == [e.children for e in expected]
+
+
+async def test_the_helpers_are_behind_when_each_holds_that_many_bytes(pool) -> None:
+    helpers, _ = pool
+    helper = helpers._helpers[0]
+    page = _page([f"/p{n}" for n in range(100)])
+    size = len(page.body or b"")
+    assert not helpers.behind(1_000, size)
+    helper.sent_bytes += size  # as if a page were sent and not parsed yet
+    assert helpers.behind(1_000, size)
+    assert not helpers.behind(1_000, size + 1)
+    assert not helpers.behind(1_000)  # pages alone: one is not behind
+    helper.sent_bytes -= size
 
 
 async def test_a_helper_outlives_a_sigterm_to_the_process_group(pool) -> None:
@@ -179,7 +211,7 @@ async def test_pages_the_helpers_are_behind_on_are_parsed_here_alike(
     inline = await crawl(tmp_path / "inline.db", [server.url("/")])
     asked: list[bool] = []
 
-    def alternating(self: ParsePool, pages_each: int) -> bool:
+    def alternating(self: ParsePool, pages_each: int, bytes_each: int | None = None) -> bool:
         asked.append(len(asked) % 2 == 0)
         return asked[-1]
 

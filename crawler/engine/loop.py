@@ -98,13 +98,17 @@ PARSE_HELPERS_AFTER_PAGES = 200
 PARSE_HELPERS_AFTER_BYTES = 4 * 1024 * 1024
 # A page is parsed on the loop's thread instead when every helper already holds
 # this many rounds of fetches (--max-concurrency pages each; the tasks' limit
-# is two rounds: past it, fetch slots wait on the helpers) and its body is
-# small enough not to hold the loop long: the loop's thread parses beside the
-# helpers, at no other process's memory. A helper that keeps up never holds
-# that many, and gets every page. Larger pages always go to the helpers: this
-# process never holds a large page's tree on top of the pages in flight.
+# is two rounds: past it, fetch slots wait on the helpers), or this many bytes
+# of pages not parsed yet (a site of large pages: a few dozen of the Python
+# docs' are a second of a helper's work), and its body is small enough not to
+# hold the loop long: the loop's thread parses beside the helpers, at no other
+# process's memory. A helper that keeps up never holds that much, and gets
+# every page. The largest pages always go to the helpers: parsed here, one
+# would stop every fetch for as long as it takes (and this process never
+# holds a tree of more than a page of that size on top of the pages in flight).
 SHARE_ABOVE_ROUNDS = 1.5
-SHARE_MAX_BYTES = 64 * 1024
+SHARE_ABOVE_BYTES = 2 * 1024 * 1024
+SHARE_MAX_BYTES = 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -548,10 +552,13 @@ class Engine:
         if self._memory is not None and self._parse_pool_start is not None:
             await asyncio.wait({self._parse_pool_start})  # the first pages wait for the helper
         pool = self._parse_pool
-        if pool is not None and pool.alive and not self._parse_here_instead(pool, fetched):
-            parsed = await pool.parse(row, fetched)
-            if parsed is not None:
-                return parsed
+        if pool is not None and pool.alive:
+            if not self._parse_here_instead(pool, fetched):
+                parsed = await pool.parse(row, fetched)
+                if parsed is not None:
+                    return parsed
+            else:
+                pool.send_now()
         self._parsed_here += 1
         self._parsed_here_bytes += len(fetched.body or b"")
         if self._memory is not None:  # never on the service's loop: a thread, if not a helper
@@ -569,7 +576,7 @@ class Engine:
         return (
             self._memory is None
             and len(fetched.body or b"") <= SHARE_MAX_BYTES
-            and pool.behind(self._share_above)
+            and pool.behind(self._share_above, SHARE_ABOVE_BYTES)
         )
 
     def _body_cost(self, fetched: Fetched) -> int:

@@ -14,7 +14,9 @@ outlives its crawler.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
+import mmap
 import pickle
 import signal
 import struct
@@ -27,6 +29,9 @@ from crawler.outcome import parse_body
 from crawler.scope import Scope
 
 FRAME = struct.Struct("!I")  # payload length, then the pickle
+# The body bytes a helper has parsed, in memory the crawler shares (``ParsePool``).
+PROGRESS = struct.Struct("=Q")
+REPLY_PIPE_BYTES = 1024 * 1024  # /proc/sys/fs/pipe-max-size's default
 PROTOCOL = pickle.HIGHEST_PROTOCOL
 GC_YOUNG_THRESHOLD = 20_000
 
@@ -55,7 +60,7 @@ def as_tuple(found: Discovered) -> ChildTuple:
             found.reason, found.line, found.column)  # fmt: skip
 
 
-def _read_frame(stream: IO[bytes]) -> bytes | None:
+def read_frame(stream: IO[bytes]) -> bytes | None:
     header = stream.read(FRAME.size)
     if len(header) < FRAME.size:
         return None
@@ -66,17 +71,43 @@ def _read_frame(stream: IO[bytes]) -> bytes | None:
 
 def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """Answer batches of parse requests until stdin ends."""
-    first = _read_frame(stdin)
+    first = read_frame(stdin)
     if first is None:
         return
     setup = pickle.loads(first)  # noqa: S301 - from our own crawler
     scope, include_fragments = setup[0], setup[1]
     max_links = setup[2] if len(setup) > 2 else None
-    while (frame := _read_frame(stdin)) is not None:
+    progress = _shared_progress(setup[3] if len(setup) > 3 else None)
+    done = 0
+    while (frame := read_frame(stdin)) is not None:
         batch: list[Request] = pickle.loads(frame)  # noqa: S301
-        replies = [answer(request, scope, include_fragments, max_links) for request in batch]
+        replies = []
+        for request in batch:
+            replies.append(answer(request, scope, include_fragments, max_links))
+            if progress is not None:
+                done += len(request[4])
+                PROGRESS.pack_into(progress, 0, done)
         stdout.write(encode(replies))
         stdout.flush()
+
+
+def widen(pipe: int, size: int) -> None:
+    """Let ``pipe`` hold ``size`` bytes (Linux; elsewhere, or past the system's limit,
+    it stays as it is)."""
+    setting = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setting is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(pipe, setting, size)
+
+
+def _shared_progress(fd: int | None) -> mmap.mmap | None:
+    """The crawler's memory for this helper's progress, if it shared one."""
+    if fd is None:
+        return None
+    try:
+        return mmap.mmap(fd, PROGRESS.size)
+    except (OSError, ValueError):
+        return None
 
 
 def answer(request: Request, scope: Scope, include_fragments: bool, max_links: int | None) -> Reply:
@@ -110,6 +141,9 @@ def main() -> None:
     # As the crawler's loop (crawler.engine.loop.GC_YOUNG_THRESHOLD): a page's
     # links are freed by reference counting, collections only walked them.
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+    # The crawler reads the replies on its event loop: while it parses a page
+    # itself, a 64 KiB pipe would keep this helper waiting for them to be read.
+    widen(sys.stdout.fileno(), REPLY_PIPE_BYTES)
     with contextlib.suppress(BrokenPipeError):  # the crawler is gone
         serve(sys.stdin.buffer, sys.stdout.buffer)
 

@@ -7,12 +7,15 @@ two requests that fetched it. ``ParsePool`` sends page bodies to
 
 It only ever saves work: when a helper dies or cannot start, every page it
 held, and every later one, is parsed in the crawler's own process as before.
-And when the helpers fall behind (``behind``), the engine parses small pages
-on its own thread meanwhile (``crawler.engine.loop.SHARE_ABOVE_ROUNDS``).
+And when the helpers fall behind (``behind``: in pages or in bytes), the
+engine parses pages on its own thread meanwhile (``crawler.engine.loop.SHARE_*``).
 
 The pages handed over during one turn of the event loop go to a helper as one
 batch, written when the turn ends: one pipe write and one reply to read per
-batch, not per page, on the thread that saturates first.
+batch, not per page, on the thread that saturates first. Each helper's pipes
+are written and read by threads of their own (``_Channel``): moved by the
+event loop, a large page or reply would wait whenever this process parses a
+page itself, and the helper with it.
 """
 
 from __future__ import annotations
@@ -20,9 +23,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import mmap
+import os
 import pickle
+import queue
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 import structlog
 
@@ -43,16 +53,101 @@ HELPER_MAIN = "from crawler.engine.parse_child import main; main()"
 HELPER_ARGS = ("-P", "-c", HELPER_MAIN)
 CLOSE_TIMEOUT_S = 5.0
 MAX_BATCH_PAGES = 32  # a batch is written at once when it reaches this many pages
+# What the pipe to a helper holds: /proc/sys/fs/pipe-max-size's default.
+PIPE_BYTES = 1024 * 1024
+Replies = list[tuple[int, Parsed | None, str | None]]  # request id, links (None: failed), error
+
+
+class _Channel:
+    """A helper's pipes, each moved by a thread of its own.
+
+    Frames sent go out in order on the sending thread (``send``; ``close``
+    ends the helper's input after them). Replies are read and decoded on the
+    receiving thread and handed to the event loop (``deliver``); the end of
+    the helper's output, for whatever reason, once (``lost``).
+    """
+
+    def __init__(
+        self,
+        to_helper: int,
+        from_helper: int,
+        deliver: Callable[[Replies], None],
+        lost: Callable[[BaseException], None],
+    ) -> None:
+        self._to_helper = to_helper
+        self._from_helper = from_helper
+        self._loop = asyncio.get_running_loop()
+        self._deliver = deliver
+        self._lost = lost
+        self._frames: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._threads = (
+            threading.Thread(target=self._send_all, name="parse-sender", daemon=True),
+            threading.Thread(target=self._receive_all, name="parse-receiver", daemon=True),
+        )
+        for thread in self._threads:
+            thread.start()
+
+    def send(self, frame: bytes) -> None:
+        self._frames.put(frame)
+
+    def close(self) -> None:
+        """The helper sees the end of its input once the frames sent before are written."""
+        self._frames.put(None)
+
+    def join(self, timeout_s: float) -> None:
+        """Wait for both threads (the helper has exited: its output has ended)."""
+        for thread in self._threads:
+            thread.join(timeout_s)
+
+    def _send_all(self) -> None:
+        try:
+            while (frame := self._frames.get()) is not None:
+                view = memoryview(frame)
+                written = 0
+                while written < len(view):
+                    # Not in the slice: a compiled build evaluates that expression twice.
+                    written += os.write(self._to_helper, view[written:])
+        except OSError:
+            pass  # the helper is gone: its output ends too, and the receiver tells
+        finally:
+            os.close(self._to_helper)
+
+    def _receive_all(self) -> None:
+        error: BaseException = EOFError("the helper's output ended")
+        try:
+            with open(self._from_helper, "rb") as stream:
+                while (frame := parse_child.read_frame(stream)) is not None:
+                    replies: list[parse_child.Reply] = pickle.loads(frame)  # noqa: S301 - our child
+                    self._call(self._deliver, _decoded(replies))
+        except Exception as exc:  # a torn frame, a pickle that does not load: the helper is lost
+            error = exc
+        self._call(self._lost, error)
+
+    def _call(self, callback: Callable[[Any], None], argument: object) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            self._loop.call_soon_threadsafe(callback, argument)
 
 
 @dataclass(eq=False)
 class _Helper:
     process: asyncio.subprocess.Process
+    channel: _Channel | None = None
     pending: dict[int, asyncio.Future[Parsed | None]] = field(default_factory=dict)
-    reader: asyncio.Task[None] | None = None
     alive: bool = True
     outbox: list[parse_child.Request] = field(default_factory=list)  # the batch being made
     flush: asyncio.Handle | None = None  # writes the batch when this turn of the loop ends
+    progress: mmap.mmap | None = None  # the body bytes it has parsed, written as it goes
+    sent_bytes: int = 0  # the body bytes sent to it
+    sizes: dict[int, int] = field(default_factory=dict)  # without ``progress``: pending bodies
+    answered_bytes: int = 0  # ... and the bytes of those answered
+
+    def queued_bytes(self) -> int:
+        """Body bytes sent and not parsed yet: the helper's own count when it shares one
+        (the replies come a batch at a time)."""
+        if self.progress is None:
+            return self.sent_bytes - self.answered_bytes
+        (done,) = parse_child.PROGRESS.unpack_from(self.progress)
+        return self.sent_bytes - int(done)
 
 
 class ParsePool:
@@ -61,7 +156,7 @@ class ParsePool:
     def __init__(
         self, scope: Scope, include_fragments: bool, processes: int, max_links: int | None = None
     ) -> None:
-        self._setup = parse_child.encode((scope, include_fragments, max_links))
+        self._setup = (scope, include_fragments, max_links)
         self._wanted = processes
         self._helpers: list[_Helper] = []
         self._ids = itertools.count()
@@ -73,30 +168,36 @@ class ParsePool:
     async def start(self) -> None:
         """Start the helpers; one that fails to start is simply not used."""
         for _ in range(self._wanted):
-            try:
-                process = await asyncio.wait_for(
-                    asyncio.create_subprocess_exec(
-                        sys.executable,
-                        *HELPER_ARGS,
-                        stdin=asyncio.subprocess.PIPE,
-                        stdout=asyncio.subprocess.PIPE,
-                    ),
-                    START_TIMEOUT_S,
-                )
-            except (OSError, TimeoutError) as exc:
-                log.warning("parse_helper_not_started", error=str(exc))
+            shared = _progress_memory()
+            fds = () if shared is None else (shared[0],)
+            spawned = await _spawn(fds)
+            if spawned is None:
                 continue
-            helper = _Helper(process)
-            assert process.stdin is not None
-            process.stdin.write(self._setup)
-            helper.reader = asyncio.create_task(self._read_replies(helper))
+            process, to_helper, from_helper = spawned
+            helper = _Helper(process, progress=None if shared is None else shared[1])
+            helper.channel = _Channel(
+                to_helper,
+                from_helper,
+                partial(self._answered, helper),
+                partial(self._lost, helper),
+            )
+            helper.channel.send(parse_child.encode((*self._setup, fds[0] if fds else None)))
             self._helpers.append(helper)
         log.info("parse_helpers_started", count=len(self._helpers))
 
-    def behind(self, pages_each: int) -> bool:
-        """Does every live helper hold at least ``pages_each`` pages not yet answered?"""
+    def behind(self, pages_each: int, bytes_each: int | None = None) -> bool:
+        """Does every live helper hold at least ``pages_each`` pages not yet answered,
+        or (with ``bytes_each``) at least that many bytes of them?
+
+        Pages alone misjudge a site of large pages: a few dozen of the Python
+        docs' pages are a second of a helper's work.
+        """
         alive = [helper for helper in self._helpers if helper.alive]
-        return bool(alive) and all(len(helper.pending) >= pages_each for helper in alive)
+        return bool(alive) and all(
+            len(helper.pending) >= pages_each
+            or (bytes_each is not None and helper.queued_bytes() >= bytes_each)
+            for helper in alive
+        )
 
     async def parse(self, leased: LeasedUrl, fetched: Fetched) -> Parsed | None:
         """The links of ``fetched`` as ``outcome.parse_body`` finds them, or None."""
@@ -108,12 +209,14 @@ class ParsePool:
         helper = helpers[0] if len(helpers) == 1 else min(helpers, key=_load)
         if not helper.alive:
             return None
-        stdin = helper.process.stdin
-        assert stdin is not None
         request_id = next(self._ids)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Parsed | None] = loop.create_future()
         helper.pending[request_id] = future
+        size = len(fetched.body or b"")
+        helper.sent_bytes += size
+        if helper.progress is None:
+            helper.sizes[request_id] = size
         helper.outbox.append(
             (
                 request_id,
@@ -127,11 +230,14 @@ class ParsePool:
             self._flush(helper)
         elif helper.flush is None:
             helper.flush = loop.call_soon(self._flush, helper)
-        try:
-            await stdin.drain()  # what earlier batches left unwritten bounds the next
-        except (ConnectionError, RuntimeError) as exc:
-            self._lost(helper, exc)
         return await future
+
+    def send_now(self) -> None:
+        """Write the batches made so far before this thread parses a page itself:
+        written when the turn ends, they would wait for that parse, the helpers idle."""
+        for helper in self._helpers:
+            if helper.outbox:
+                self._flush(helper)
 
     def _flush(self, helper: _Helper) -> None:
         """Write the batch made so far as one frame."""
@@ -139,21 +245,15 @@ class ParsePool:
             helper.flush.cancel()
             helper.flush = None
         batch, helper.outbox = helper.outbox, []
-        if not batch or not helper.alive:
-            return
-        stdin = helper.process.stdin
-        assert stdin is not None
-        try:
-            stdin.write(parse_child.encode(batch))
-        except (ConnectionError, RuntimeError) as exc:
-            self._lost(helper, exc)
+        if batch and helper.alive and helper.channel is not None:
+            helper.channel.send(parse_child.encode(batch))
 
     async def close(self) -> None:
         """Let the helpers see end of input and exit; kill any that do not."""
         for helper in self._helpers:
             helper.alive = False
-            if helper.process.stdin is not None:
-                helper.process.stdin.close()
+            if helper.channel is not None:
+                helper.channel.close()
         for helper in self._helpers:
             try:
                 await asyncio.wait_for(helper.process.wait(), CLOSE_TIMEOUT_S)
@@ -161,32 +261,21 @@ class ParsePool:
                 with contextlib.suppress(ProcessLookupError):
                     helper.process.kill()
                 await helper.process.wait()
-            if helper.reader is not None:
-                helper.reader.cancel()
-                await asyncio.gather(helper.reader, return_exceptions=True)
+            if helper.channel is not None:
+                await asyncio.to_thread(helper.channel.join, CLOSE_TIMEOUT_S)
             self._fail_pending(helper)
         self._helpers.clear()
 
-    async def _read_replies(self, helper: _Helper) -> None:
-        stdout = helper.process.stdout
-        assert stdout is not None
-        try:
-            while True:
-                header = await stdout.readexactly(parse_child.FRAME.size)
-                (size,) = parse_child.FRAME.unpack(header)
-                data = await stdout.readexactly(size)
-                replies: list[parse_child.Reply] = pickle.loads(data)  # noqa: S301 - our own child
-                for request_id, children, anchors, error, dropped in replies:
-                    future = helper.pending.pop(request_id, None)
-                    if future is None or future.done():
-                        continue
-                    if error is not None or children is None:
-                        log.warning("parse_helper_error", error=error)
-                        future.set_result(None)
-                    else:
-                        future.set_result(Parsed(_discovered(children), anchors, dropped))
-        except (asyncio.IncompleteReadError, ConnectionError) as exc:
-            self._lost(helper, exc)
+    def _answered(self, helper: _Helper, replies: Replies) -> None:
+        for request_id, parsed, error in replies:
+            future = helper.pending.pop(request_id, None)
+            if helper.sizes:
+                helper.answered_bytes += helper.sizes.pop(request_id, 0)
+            if future is None or future.done():
+                continue
+            if parsed is None:
+                log.warning("parse_helper_error", error=error)
+            future.set_result(parsed)
 
     def _lost(self, helper: _Helper, exc: BaseException) -> None:
         if helper.alive:
@@ -209,6 +298,54 @@ class ParsePool:
             if not future.done():
                 future.set_result(None)
         helper.pending.clear()
+        helper.sizes.clear()
+
+
+async def _spawn(fds: tuple[int, ...]) -> tuple[asyncio.subprocess.Process, int, int] | None:
+    """A helper process, handed ``fds`` (closed here once it has them), with the ends of
+    its pipes this process keeps: to write its input, to read its output. None if it
+    fails to start."""
+    to_read, to_write = os.pipe()
+    from_read, from_write = os.pipe()
+    parse_child.widen(to_write, PIPE_BYTES)
+    try:
+        process = await asyncio.wait_for(
+            asyncio.create_subprocess_exec(
+                sys.executable,
+                *HELPER_ARGS,
+                stdin=to_read,
+                stdout=from_write,
+                pass_fds=fds,
+            ),
+            START_TIMEOUT_S,
+        )
+    except (OSError, TimeoutError) as exc:
+        log.warning("parse_helper_not_started", error=str(exc))
+        os.close(to_write)
+        os.close(from_read)
+        return None
+    finally:
+        for fd in (to_read, from_write, *fds):
+            os.close(fd)  # the helper has its own copies; the mapping stays
+    return process, to_write, from_read
+
+
+def _progress_memory() -> tuple[int, mmap.mmap] | None:
+    """Memory shared with a helper, where it counts the body bytes it has parsed.
+
+    An anonymous file (``memfd``), so nothing is left on disk; None where there is
+    none (not Linux), and the replies are counted instead.
+    """
+    try:
+        fd = os.memfd_create("crawler-parse-progress")
+    except (AttributeError, OSError):
+        return None
+    try:
+        os.ftruncate(fd, mmap.PAGESIZE)
+        return fd, mmap.mmap(fd, mmap.PAGESIZE)
+    except OSError:
+        os.close(fd)
+        return None
 
 
 def _load(helper: _Helper) -> int:
@@ -220,12 +357,26 @@ _KINDS = tuple(sorted(UrlKind))  # by value: an index is cheaper than an Enum ca
 _RESULTS: dict[str | None, ResultClass | None] = {None: None} | {str(r): r for r in ResultClass}
 
 
+def _decoded(replies: list[parse_child.Reply]) -> Replies:
+    """The helper's replies as this process's records (on the receiving thread)."""
+    return [
+        (
+            request_id,
+            None
+            if error is not None or children is None
+            else Parsed(_discovered(children), anchors, dropped),
+            error,
+        )
+        for request_id, children, anchors, error, dropped in replies
+    ]
+
+
 def _discovered(
     children: list[parse_child.ChildTuple],
     kinds: tuple[UrlKind, ...] = _KINDS,
     results: dict[str | None, ResultClass | None] = _RESULTS,
 ) -> list[Discovered]:
-    """The helper's tuples as records, on the event loop's thread: ~50 a page.
+    """The helper's tuples as records: ~50 a page.
 
     One comprehension building the named tuples with ``tuple.__new__`` (no
     Python frame per link, no Enum call): about half the time of calling
