@@ -51,10 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = getattr(args, "handler", None)
         if handler is not None:
             return int(handler(args))
-        from crawler.allocator import pin_mmap_threshold
+        from crawler.allocator import pin_malloc_thresholds
         from crawler.cli import commands  # the crawl's modules: only for a command that opens a db
 
-        pin_mmap_threshold()  # a freed page's memory leaves the process (crawler/allocator.py)
+        pin_malloc_thresholds()  # a freed page's memory leaves the process (crawler/allocator.py)
         return commands.execute(args)
     except UsageError as exc:
         print(f"crawler: {exc}", file=sys.stderr)

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 import structlog
 from aiohttp import web
 
-from crawler.allocator import pin_mmap_threshold
+from crawler.allocator import pin_malloc_thresholds
 from crawler.service import dashboard, openapi
 from crawler.service.config import MAX_BODY_BYTES, ServiceConfig
 from crawler.service.connections import ConnectionGuard
@@ -79,7 +79,7 @@ async def serve(config: ServiceConfig) -> None:
     # Crawl databases hold credentials (headers, basic auth, cookies): this
     # user's only, whatever the umask the service was started with.
     os.umask(0o077)
-    pin_mmap_threshold()  # freed pages leave the process: the memory budget holds
+    pin_malloc_thresholds()  # freed pages leave the process: the memory budget holds
     for directory in (config.data_dir, config.crawls_dir):
         if directory.is_dir():
             directory.chmod(0o700)
