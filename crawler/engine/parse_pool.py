@@ -264,6 +264,9 @@ class ParsePool:
             if helper.channel is not None:
                 await asyncio.to_thread(helper.channel.join, CLOSE_TIMEOUT_S)
             self._fail_pending(helper)
+            if helper.progress is not None:
+                helper.progress.close()
+                helper.progress = None
         self._helpers.clear()
 
     def _answered(self, helper: _Helper, replies: Replies) -> None:
