@@ -113,7 +113,8 @@ async def test_a_helper_parses_while_this_thread_is_busy(pool) -> None:
     pages = [_page([f"/p{i}-{n}" for n in range(6_000)]) for i in range(4)]  # ~400 KB each
     assert all(len(page.body or b"") > 256 * 1024 for page in pages)
     pending = [asyncio.ensure_future(helpers.parse(_row(), page)) for page in pages]
-    await asyncio.sleep(0)  # the tasks hand their pages over
+    await asyncio.sleep(0)  # one turn, no time: each task hands its page over, no more
+    assert len(helper.pending) == len(pages)
     helpers.send_now()
     assert helper.queued_bytes() == sum(len(page.body or b"") for page in pages)
     # This thread held: no turn of the loop moves a byte until every page is parsed.

@@ -141,8 +141,9 @@ def main() -> None:
     # As the crawler's loop (crawler.engine.loop.GC_YOUNG_THRESHOLD): a page's
     # links are freed by reference counting, collections only walked them.
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-    # The crawler reads the replies on its event loop: while it parses a page
-    # itself, a 64 KiB pipe would keep this helper waiting for them to be read.
+    # A pipe that holds a batch's replies (1.45 MB for the Python docs' index of
+    # everything): this helper goes on to the next batch while the crawler's
+    # receiving thread reads them, not a 64 KiB piece at a time.
     widen(sys.stdout.fileno(), REPLY_PIPE_BYTES)
     with contextlib.suppress(BrokenPipeError):  # the crawler is gone
         serve(sys.stdin.buffer, sys.stdout.buffer)
