@@ -28,6 +28,7 @@ import os
 import pickle
 import queue
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -138,14 +139,12 @@ class _Helper:
     flush: asyncio.Handle | None = None  # writes the batch when this turn of the loop ends
     progress: mmap.mmap | None = None  # the body bytes it has parsed, written as it goes
     sent_bytes: int = 0  # the body bytes sent to it
-    sizes: dict[int, int] = field(default_factory=dict)  # without ``progress``: pending bodies
-    answered_bytes: int = 0  # ... and the bytes of those answered
 
     def queued_bytes(self) -> int:
-        """Body bytes sent and not parsed yet: the helper's own count when it shares one
-        (the replies come a batch at a time)."""
+        """Body bytes sent and not parsed yet, by the helper's own count (its replies
+        come a batch at a time); 0 when no memory could be shared: pages alone tell."""
         if self.progress is None:
-            return self.sent_bytes - self.answered_bytes
+            return 0
         (done,) = parse_child.PROGRESS.unpack_from(self.progress)
         return self.sent_bytes - int(done)
 
@@ -213,10 +212,7 @@ class ParsePool:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Parsed | None] = loop.create_future()
         helper.pending[request_id] = future
-        size = len(fetched.body or b"")
-        helper.sent_bytes += size
-        if helper.progress is None:
-            helper.sizes[request_id] = size
+        helper.sent_bytes += len(fetched.body or b"")
         helper.outbox.append(
             (
                 request_id,
@@ -272,8 +268,6 @@ class ParsePool:
     def _answered(self, helper: _Helper, replies: Replies) -> None:
         for request_id, parsed, error in replies:
             future = helper.pending.pop(request_id, None)
-            if helper.sizes:
-                helper.answered_bytes += helper.sizes.pop(request_id, 0)
             if future is None or future.done():
                 continue
             if parsed is None:
@@ -301,7 +295,6 @@ class ParsePool:
             if not future.done():
                 future.set_result(None)
         helper.pending.clear()
-        helper.sizes.clear()
 
 
 async def _spawn(fds: tuple[int, ...]) -> tuple[asyncio.subprocess.Process, int, int] | None:
@@ -336,13 +329,17 @@ async def _spawn(fds: tuple[int, ...]) -> tuple[asyncio.subprocess.Process, int,
 def _progress_memory() -> tuple[int, mmap.mmap] | None:
     """Memory shared with a helper, where it counts the body bytes it has parsed.
 
-    An anonymous file (``memfd``), so nothing is left on disk; None where there is
-    none (not Linux), and the replies are counted instead.
+    An anonymous file (``memfd``), or where there is none a temporary file
+    unlinked at once: nothing is left on disk. None if neither can be made.
     """
     try:
         fd = os.memfd_create("crawler-parse-progress")
     except (AttributeError, OSError):
-        return None
+        try:
+            fd, path = tempfile.mkstemp(prefix="crawler-parse-progress-")
+        except OSError:
+            return None
+        os.unlink(path)
     try:
         os.ftruncate(fd, mmap.PAGESIZE)
         return fd, mmap.mmap(fd, mmap.PAGESIZE)
