@@ -31,11 +31,12 @@ LOCK_WAIT_S = 30.0
 LOCK_POLL_S = 0.0005
 # Checkpoint after this much WAL, not SQLite's 4 MB: a page dirtied by many
 # commits is copied back once per checkpoint, and each checkpoint waits for
-# two fsyncs. Resuming the 1,000,000-page benchmark at 350,000 pages: 840
-# pages/s with 4 MB checkpoints, 903 with 16 MB; 100,000 pages: 1,005-1,008
-# -> 1,107-1,147 in three runs of four. The WAL stays near 20-25 MB, well
-# below the engine's 64 MB bound.
-AUTOCHECKPOINT_BYTES = 16 * 1024 * 1024
+# two fsyncs. Early in a large crawl most commits insert new URLs at random
+# leaves of the URL key's index; the longer the interval, the more of those
+# leaves a checkpoint copies once for several commits (bytes written a page,
+# by interval: bench/RESULTS.md, "Session 34"). The file keeps its size after
+# a checkpoint and goes when the last connection closes.
+AUTOCHECKPOINT_BYTES = 64 * 1024 * 1024
 # A commit writes every B-tree page it changed, whole, to the WAL (and the
 # checkpoint again to the file). Most of a crawl's writes are single rows at
 # random places of the URL key's index, so a smaller page writes fewer bytes

@@ -43,7 +43,8 @@ from crawler.store.sqlite.frontier import Frontier
 
 log = structlog.get_logger(__name__)
 P = ParamSpec("P")
-WAL_LIMIT_BYTES = 64 * 1024 * 1024  # the WAL stays under this, readers or not
+# The WAL stays under this, readers or not: a few checkpoint intervals.
+WAL_LIMIT_BYTES = 4 * db.AUTOCHECKPOINT_BYTES
 WAL_CHECK_EVERY_S = 1.0
 WAL_STALL_POLL_S = 0.25
 # How often an idle worker looks whether another marked the crawl finished.
