@@ -9,6 +9,7 @@ import pytest
 
 from crawler.config import CrawlSettings
 from crawler.engine import loop as engine
+from crawler.engine import runner
 from crawler.engine.parse_pool import ParsePool
 from crawler.fetch_types import Fetched
 from crawler.models import LeasedUrl, UrlKind
@@ -17,7 +18,7 @@ from crawler.scope import Scope
 
 from kit.clikit import plant_decoy_crawler
 from kit.crawlkit import comparable, crawl
-from kit.sitekit import Page, page_html, wait_until_sync
+from kit.sitekit import Page, page_html, wait_until, wait_until_sync
 
 BOUND_S = 30.0
 BASE = "http://127.0.0.1:8000/docs/a/page.html"
@@ -184,6 +185,49 @@ async def test_crawl_with_a_helper_reports_what_one_without_does(
     assert comparable(helped) == comparable(inline)
     assert sum(answered) >= 10  # the helper parsed most pages after the first five
     assert server.url("/gone") in {b.url for b in helped.broken}
+
+
+@pytest.mark.patches_compiled
+async def test_a_shutdown_cut_short_leaves_no_helper_running(
+    site_server, tmp_path, monkeypatch
+) -> None:
+    """Cancelled again while its shutdown waits for a request in flight, a crawl never
+    reaches the pool's close: its helper must stop all the same."""
+    site = {"/": Page(links=["/slow", *(f"/p{i}" for i in range(10))]), "/slow": Page(delay_s=60)}
+    site |= {f"/p{i}": Page(links=["/"]) for i in range(10)}
+    server = await site_server(site)
+    shutting_down = asyncio.Event()
+    shutdown = engine.Engine._shutdown
+
+    async def noted(self, *args):  # type: ignore[no-untyped-def]
+        shutting_down.set()
+        await shutdown(self, *args)
+
+    monkeypatch.setattr(engine.Engine, "_shutdown", noted)
+    job = runner.start(tmp_path / "c.db", [server.url("/")], CrawlSettings(max_retries=0))
+    run = asyncio.create_task(job.run(parse_helpers=1, parse_helpers_after=0))
+    try:
+        await wait_until(
+            lambda: job.engine is not None
+            and job.engine._parse_pool is not None
+            and job.engine._parse_pool.alive
+            and server.count("/slow") == 1,
+            timeout=BOUND_S,
+        )
+        assert job.engine is not None
+        assert job.engine._parse_pool is not None
+        helpers = [helper.process for helper in job.engine._parse_pool._helpers]
+        assert helpers
+        run.cancel()
+        await asyncio.wait_for(shutting_down.wait(), BOUND_S)  # waiting for /slow now
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        for process in helpers:
+            await asyncio.wait_for(process.wait(), BOUND_S)
+    finally:
+        run.cancel()
+        job.close()
 
 
 async def test_the_helpers_are_behind_when_each_holds_that_many_pages(pool) -> None:

@@ -215,6 +215,7 @@ class Engine:
         finally:
             sys.setswitchinterval(switch_interval)
             gc.set_threshold(*thresholds)
+            self._abandon_parse_pool()
         stats = self.stats
         log.info(
             "engine_stopped",
@@ -598,8 +599,16 @@ class Engine:
         pool = ParsePool(
             self._scope, self._policy.include_fragments, self._parse_helpers, self._policy.max_links
         )
+        self._parse_pool = pool  # no helper until started: pages are parsed here meanwhile
         await pool.start()
-        self._parse_pool = pool
+
+    def _abandon_parse_pool(self) -> None:
+        """The helpers of a run whose shutdown was cancelled before closing them (a
+        second cancel): stopped here, or they would outlive the crawl in a service."""
+        if self._parse_pool_start is not None:
+            self._parse_pool_start.cancel()
+        if self._parse_pool is not None:
+            self._parse_pool.abandon()
 
     # -- background loops ----------------------------------------------------
 

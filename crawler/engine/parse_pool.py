@@ -265,6 +265,19 @@ class ParsePool:
                 helper.progress = None
         self._helpers.clear()
 
+    def abandon(self) -> None:
+        """Stop the helpers without waiting for them: for a crawl whose shutdown was cut
+        short before ``close``. Their sending threads would hold their input open, and
+        the helpers would wait for it as long as this process lives."""
+        for helper in self._helpers:
+            helper.alive = False
+            if helper.channel is not None:
+                helper.channel.close()
+            with contextlib.suppress(ProcessLookupError):
+                helper.process.kill()
+            self._fail_pending(helper)
+        self._helpers.clear()
+
     def _answered(self, helper: _Helper, replies: Replies) -> None:
         for request_id, parsed, error in replies:
             future = helper.pending.pop(request_id, None)
