@@ -247,22 +247,16 @@ class ParsePool:
     async def close(self) -> None:
         """Let the helpers see end of input and exit; kill any that do not."""
         for helper in self._helpers:
-            helper.alive = False
-            if helper.channel is not None:
-                helper.channel.close()
+            self._end_input(helper)
         for helper in self._helpers:
             try:
                 await asyncio.wait_for(helper.process.wait(), CLOSE_TIMEOUT_S)
             except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    helper.process.kill()
+                _kill(helper)
                 await helper.process.wait()
             if helper.channel is not None:
                 await asyncio.to_thread(helper.channel.join, CLOSE_TIMEOUT_S)
-            self._fail_pending(helper)
-            if helper.progress is not None:
-                helper.progress.close()
-                helper.progress = None
+            self._forget(helper)
         self._helpers.clear()
 
     def abandon(self) -> None:
@@ -270,13 +264,24 @@ class ParsePool:
         short before ``close``. Their sending threads would hold their input open, and
         the helpers would wait for it as long as this process lives."""
         for helper in self._helpers:
-            helper.alive = False
-            if helper.channel is not None:
-                helper.channel.close()
-            with contextlib.suppress(ProcessLookupError):
-                helper.process.kill()
-            self._fail_pending(helper)
+            self._end_input(helper)
+            _kill(helper)
+            self._forget(helper)
         self._helpers.clear()
+
+    @staticmethod
+    def _end_input(helper: _Helper) -> None:
+        """No page goes to it any more; its input ends after the frames already sent."""
+        helper.alive = False
+        if helper.channel is not None:
+            helper.channel.close()
+
+    def _forget(self, helper: _Helper) -> None:
+        """Its pages unanswered go back to the engine; its shared count is unmapped."""
+        self._fail_pending(helper)
+        if helper.progress is not None:
+            helper.progress.close()
+            helper.progress = None
 
     def _answered(self, helper: _Helper, replies: Replies) -> None:
         for request_id, parsed, error in replies:
@@ -308,6 +313,11 @@ class ParsePool:
             if not future.done():
                 future.set_result(None)
         helper.pending.clear()
+
+
+def _kill(helper: _Helper) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it has exited already
+        helper.process.kill()
 
 
 async def _spawn(fds: tuple[int, ...]) -> tuple[asyncio.subprocess.Process, int, int] | None:
