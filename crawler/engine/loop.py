@@ -71,7 +71,7 @@ MAX_COMMIT_BATCH = 512
 COMMIT_GATHER_S = 0.25
 COMMIT_GATHER_ROWS = 256
 IDLE_POLL_S = 1.0
-LEASE_ROUNDS = 4
+LEASE_ROUNDS = 8
 # The store's writer thread runs Python between its SQLite calls; with the
 # interpreter's default 5 ms switch interval, each wake-up of the event loop
 # (a response arrived) could wait that long for the GIL. Measured through a
@@ -177,11 +177,13 @@ class Engine:
         self._frontier_dry = False
         self._leasing: asyncio.Task[None] | None = None
         self._lease_in_commit = False  # the running group commit leases after it
-        # Hold no more than about four rounds of fetches: enough to keep every slot
-        # busy while a lease waits behind a group commit, few enough that other
-        # workers on the same crawl find work too. Each lease is a transaction
-        # that rewrites the pages of the rows it takes (two rounds: a third of a
-        # 10,000-page SQLite crawl's commits were leases of 32 rows).
+        # Hold no more than about eight rounds of fetches (at most the configured
+        # batch): enough to keep every slot busy while a lease waits behind a
+        # group commit (with four, the slots found no row leased a fifth of a
+        # 10,000-page crawl's time: bench/RESULTS.md, session 35), few enough
+        # that other workers on the same crawl find work too. Each lease is a
+        # transaction that rewrites the pages of the rows it takes (two rounds: a
+        # third of a 10,000-page SQLite crawl's commits were leases of 32 rows).
         self._batch = min(settings.lease_batch, LEASE_ROUNDS * settings.max_concurrency)
         self._fatal: BaseException | None = None
         self._parse_helpers = parse_helpers
