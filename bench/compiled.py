@@ -41,6 +41,7 @@ def build() -> Path:
     stamp = TARGET / "digest"
     digest = _sources_digest()
     if python.exists() and stamp.exists() and stamp.read_text() == digest:
+        _write_wrapper(python)
         return python
     shutil.rmtree(TARGET, ignore_errors=True)
     # pip builds in the checkout's build/, whose earlier compiled modules would
@@ -62,12 +63,21 @@ def build() -> Path:
     # As pip leaves an install: the modules left in Python byte-compiled, or each
     # start compiles them again (PYTHONDONTWRITEBYTECODE=1 on benchmark machines).
     compileall.compile_dir(site, quiet=2)
-    python.write_text(
-        f'#!/bin/sh\nPYTHONPATH="{site}" exec "{VENV_BIN / "python"}" "$@"\n', encoding="utf-8"
-    )
-    python.chmod(0o755)
+    _write_wrapper(python)
     stamp.write_text(digest)
     return python
+
+
+def _write_wrapper(python: Path) -> None:
+    """The ``python`` that runs the compiled copy; a ``PYTHONPATH`` given to it comes
+    after the copy (``bench/engine_stalls.py`` puts its probe there)."""
+    site = python.parent / "site"
+    python.write_text(
+        f'#!/bin/sh\nPYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" '
+        f'exec "{VENV_BIN / "python"}" "$@"\n',
+        encoding="utf-8",
+    )
+    python.chmod(0o755)
 
 
 if __name__ == "__main__":

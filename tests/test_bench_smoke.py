@@ -11,6 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kit.clikit import cli, run_command
+from kit.serve_site import ThreadedSite
+from kit.sitekit import Page
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -55,3 +59,23 @@ def test_thread_cpu_names_the_busy_thread_of_a_child() -> None:
     busiest = done.stdout.splitlines()[1]
     assert " child " in busiest, done.stdout
     assert " thread " in busiest, done.stdout  # not the child's main thread
+
+
+def test_engine_stalls_sees_free_slots_while_the_frontier_is_empty(tmp_path: Path) -> None:
+    """One slow page left and nothing else to fetch: the slots are free, no row leased."""
+    site = {"/": Page(links=[f"/p{i}" for i in range(20)] + ["/slow"]), "/slow": Page(delay_s=1.5)}
+    site.update({f"/p{i}": Page() for i in range(20)})
+    server = ThreadedSite(site).start()
+    try:
+        done = run_command(
+            [sys.executable, str(ROOT / "bench" / "engine_stalls.py"), "--",
+             *cli("crawl", server.url("/"), "--db", tmp_path / "c.db", "-n")],
+            cwd=tmp_path, timeout=120,
+        )  # fmt: skip
+    finally:
+        server.close()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "exit 0" in done.stdout, done.stdout
+    figures = dict(line.strip().rsplit(None, 1) for line in done.stdout.splitlines()[1:])
+    assert int(figures["samples"]) > 0, done.stdout
+    assert figures["slots free, no row leased"] != "0%", done.stdout
