@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
 import signal
 
 import pytest
@@ -228,6 +230,30 @@ async def test_a_shutdown_cut_short_leaves_no_helper_running(
     finally:
         run.cancel()
         job.close()
+
+
+async def test_a_start_cancelled_while_spawning_leaves_no_pipe_open(monkeypatch) -> None:
+    """A crawl cancelled while its helper starts (the service stopping it early) keeps
+    none of the pipes it made for the helper: a long-lived process would leak them."""
+    spawning = asyncio.Event()
+
+    async def stuck(*args, **kwargs):  # type: ignore[no-untyped-def]
+        spawning.set()
+        await asyncio.Event().wait()  # a start that never completes
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", stuck)
+    scope = Scope.build(CrawlSettings(), ["http://127.0.0.1:8000/docs/"])
+    starting = ParsePool(scope, include_fragments=True, processes=1)
+    before = sorted(os.listdir("/proc/self/fd"))
+    start = asyncio.create_task(starting.start())
+    await asyncio.wait_for(spawning.wait(), BOUND_S)
+    assert len(os.listdir("/proc/self/fd")) > len(before)  # the pipes are open meanwhile
+    start.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await start
+    gc.collect()  # the shared memory's map, if any, holds no descriptor: it was closed
+    assert sorted(os.listdir("/proc/self/fd")) == before
+    assert not starting.alive
 
 
 async def test_the_helpers_are_behind_when_each_holds_that_many_pages(pool) -> None:

@@ -169,7 +169,12 @@ class ParsePool:
         for _ in range(self._wanted):
             shared = _progress_memory()
             fds = () if shared is None else (shared[0],)
-            spawned = await _spawn(fds)
+            spawned: tuple[asyncio.subprocess.Process, int, int] | None = None
+            try:
+                spawned = await _spawn(fds)
+            finally:
+                if spawned is None and shared is not None:
+                    shared[1].close()  # no helper maps it (failed, or cancelled): its copy goes
             if spawned is None:
                 continue
             process, to_helper, from_helper = spawned
@@ -343,6 +348,10 @@ async def _spawn(fds: tuple[int, ...]) -> tuple[asyncio.subprocess.Process, int,
         os.close(to_write)
         os.close(from_read)
         return None
+    except BaseException:  # cancelled while starting: asyncio stops the process it made
+        os.close(to_write)
+        os.close(from_read)
+        raise
     finally:
         for fd in (to_read, from_write, *fds):
             os.close(fd)  # the helper has its own copies; the mapping stays
