@@ -20,7 +20,6 @@ longer than without it. Linux and CPython only.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -28,8 +27,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import measure
+
 # Runs inside the measured command (and its parse helpers, where it stays idle).
-_PROBE = r'''
+_PROBE = r"""
 import atexit, gc, json, os, sys, threading, time
 
 _OUT = os.environ.get("ENGINE_STALLS_OUT")
@@ -69,7 +70,7 @@ def _dump():
 if _OUT and "parse_child" not in " ".join(sys.argv):
     threading.Thread(target=_sample, daemon=True).start()
     atexit.register(_dump)
-'''
+"""
 
 
 def summarize(samples: list[list[int]]) -> dict[str, float]:
@@ -94,20 +95,14 @@ def summarize(samples: list[list[int]]) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--interval", type=float, default=0.005, help="seconds between samples")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
-    args = parser.parse_args()
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        parser.error("no command given")
+    interval, command = measure.sampler_args(__doc__.split("\n", 1)[0], 0.005, "samples")
     with tempfile.TemporaryDirectory(prefix="engine-stalls-") as scratch:
         (Path(scratch) / "sitecustomize.py").write_text(_PROBE)
         out = Path(scratch) / "samples.json"
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [scratch, env.get("PYTHONPATH")]))
         env["ENGINE_STALLS_OUT"] = str(out)
-        env["ENGINE_STALLS_INTERVAL"] = str(args.interval)
+        env["ENGINE_STALLS_INTERVAL"] = str(interval)
         code = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, check=False).returncode
         if not out.exists():
             print(f"no samples (exit {code}): did the command run a crawl?", file=sys.stderr)

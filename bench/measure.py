@@ -11,6 +11,7 @@ layer), both summed over the child and every descendant it reaped.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -425,3 +426,18 @@ def install_signal_exit() -> None:
 
 def as_dict(m: Measurement) -> dict[str, object]:
     return asdict(m)
+
+
+def sampler_args(description: str, interval_s: float, samples: str) -> tuple[float, list[str]]:
+    """``[--interval S] -- COMMAND ...`` of a script that samples a command as it runs:
+    the interval and the command."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--interval", type=float, default=interval_s, help=f"seconds between {samples}"
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given")
+    return float(args.interval), list(command)

@@ -15,12 +15,13 @@ most one interval). Linux only.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import measure
 
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
@@ -43,19 +44,13 @@ def read_tree(pid: int, role: str, seen: dict[tuple[str, int, int, str], float])
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--interval", type=float, default=0.05, help="seconds between readings")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
-    args = parser.parse_args()
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        parser.error("no command given")
+    interval, command = measure.sampler_args(__doc__.split("\n", 1)[0], 0.05, "readings")
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     seen: dict[tuple[str, int, int, str], float] = {}
     while process.poll() is None:
         read_tree(process.pid, "main", seen)
-        time.sleep(args.interval)
+        time.sleep(interval)
     wall = time.monotonic() - started
     print(f"wall {wall:.2f} s, CPU {sum(seen.values()):.2f} s, exit {process.returncode}")
     for (role, pid, tid, name), cpu in sorted(seen.items(), key=lambda item: -item[1]):

@@ -210,10 +210,12 @@ async def test_a_shutdown_cut_short_leaves_no_helper_running(
     run = asyncio.create_task(job.run(parse_helpers=1, parse_helpers_after=0))
     try:
         await wait_until(
-            lambda: job.engine is not None
-            and job.engine._parse_pool is not None
-            and job.engine._parse_pool.alive
-            and server.count("/slow") == 1,
+            lambda: (
+                job.engine is not None
+                and job.engine._parse_pool is not None
+                and job.engine._parse_pool.alive
+                and server.count("/slow") == 1
+            ),
             timeout=BOUND_S,
         )
         assert job.engine is not None
