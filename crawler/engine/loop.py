@@ -179,7 +179,7 @@ class Engine:
         self._lease_in_commit = False  # the running group commit leases after it
         # Hold no more than about eight rounds of fetches (at most the configured
         # batch): enough to keep every slot busy while a lease waits behind a
-        # group commit (with four, the slots found no row leased a fifth of a
+        # group commit (with four, the slots found no row leased a quarter of a
         # 10,000-page crawl's time: bench/RESULTS.md, session 35), few enough
         # that other workers on the same crawl find work too. Each lease is a
         # transaction that rewrites the pages of the rows it takes (two rounds: a
