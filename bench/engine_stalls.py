@@ -29,7 +29,7 @@ from pathlib import Path
 
 import measure
 
-# Runs inside the measured command (and its parse helpers, where it stays idle).
+# Runs inside the measured command (in its parse helpers too, where it does nothing).
 _PROBE = r"""
 import atexit, gc, json, os, sys, threading, time
 
@@ -67,7 +67,9 @@ def _dump():
         json.dump(_samples, out)
 
 
-if _OUT and "parse_child" not in " ".join(sys.argv):
+# Not in a parse helper (``python -P -c "from crawler.engine.parse_child import main..."``):
+# its argv holds only "-c", its original command line the code.
+if _OUT and "parse_child" not in " ".join(sys.orig_argv):
     threading.Thread(target=_sample, daemon=True).start()
     atexit.register(_dump)
 """
@@ -79,6 +81,7 @@ def summarize(samples: list[list[int]]) -> dict[str, float]:
     middle = samples[cut : len(samples) - cut] or samples
     n = max(1, len(middle))
     free = [s for s in middle if s[0] < s[6]]
+    # The engine runs at most two rounds of tasks (``Engine._dispatch``).
     return {
         "samples": len(middle),
         "slots free, no row leased": sum(1 for s in free if s[1] == 0) / n,
