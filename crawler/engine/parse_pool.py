@@ -332,6 +332,7 @@ async def _spawn(fds: tuple[int, ...]) -> tuple[asyncio.subprocess.Process, int,
     to_read, to_write = os.pipe()
     from_read, from_write = os.pipe()
     parse_child.widen(to_write, PIPE_BYTES)
+    process: asyncio.subprocess.Process | None = None
     try:
         process = await asyncio.wait_for(
             asyncio.create_subprocess_exec(
@@ -345,16 +346,13 @@ async def _spawn(fds: tuple[int, ...]) -> tuple[asyncio.subprocess.Process, int,
         )
     except (OSError, TimeoutError) as exc:
         log.warning("parse_helper_not_started", error=str(exc))
-        os.close(to_write)
-        os.close(from_read)
         return None
-    except BaseException:  # cancelled while starting: asyncio stops the process it made
-        os.close(to_write)
-        os.close(from_read)
-        raise
     finally:
         for fd in (to_read, from_write, *fds):
             os.close(fd)  # the helper has its own copies; the mapping stays
+        if process is None:  # failed, or cancelled (asyncio stops a process it made)
+            os.close(to_write)
+            os.close(from_read)
     return process, to_write, from_read
 
 
