@@ -44,6 +44,7 @@ AUTOCHECKPOINT_BYTES = 64 * 1024 * 1024
 # about 230 bytes without an overflow page; a longer URL costs its lookups
 # one more page read, not a wrong answer.
 PAGE_SIZE_BYTES = 1024
+TEMP_CACHE_KIB = 16_000  # the temporary tables' page cache (_configure)
 
 
 def open_database(path: str | Path, *, durability: Durability = "normal") -> sqlite3.Connection:
@@ -100,6 +101,12 @@ def _configure(conn: sqlite3.Connection, durability: Durability) -> None:
     # 8 MB of page cache: the OS keeps the file cached anyway, and memory per
     # process stays flat (several workers share the machine).
     conn.execute("PRAGMA cache_size = -8000")
+    # The writer's temporary tables (a re-crawl's map of the previous crawl's
+    # targets, crawler/store/sqlite/recorded.py) live in a file of their own,
+    # with 2 MB of cache by default: past that, every batch of 304 pages read
+    # and wrote that file. TEMP_CACHE_KIB holds a 100,000-page site's map; a
+    # larger one spills to the file, so memory stays bounded.
+    conn.execute(f"PRAGMA temp.cache_size = -{TEMP_CACHE_KIB}")
 
 
 def _check_identity(path: Path) -> None:
