@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from contractkit import BROKEN, T0, TTL, Plan, disc, drain, outcome, u
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from crawler.config import CrawlSettings
@@ -515,6 +515,46 @@ def test_rows_read_as_one_json_row_are_the_rows_a_cursor_reads(
     want = [list(row) for row in conn.execute(query, (0,))]
     assert bulk.select(conn, query, (0,), 3) == want
     assert bulk.select(conn, query, (len(rows),), 3) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(min_value=-(2**63), max_value=2**63 - 1),
+            # NUL too (JSON functions end a text there); no lone surrogate,
+            # which executemany cannot bind.
+            st.one_of(st.none(), st.text(st.characters(exclude_categories=["Cs"]))),
+            st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False, allow_infinity=False)),
+        ),
+        max_size=30,
+    )
+)
+@example([(1, "a\x00b", 0.5), (2, "\\u0000", True)])
+def test_rows_inserted_from_one_json_array_are_the_rows_executemany_inserts(
+    rows: list[tuple[int, str | None, bool | float | None]],
+) -> None:
+    """``bulk.insert``: the same values, of the same types, in the same order."""
+    conn = sqlite3.connect(":memory:")
+    for table in ("want", "got"):
+        conn.execute(f"CREATE TABLE {table} (seq INTEGER PRIMARY KEY, a, b, c)")
+    conn.executemany("INSERT INTO want (a, b, c) VALUES (?, ?, ?)", rows)
+    bulk.insert(conn, "INSERT INTO got (a, b, c)", rows)
+    query = "SELECT seq, a, typeof(a), b, typeof(b), c, typeof(c) FROM {} ORDER BY seq"
+    got, want = (conn.execute(query.format(table)).fetchall() for table in ("got", "want"))
+    assert got == want
+
+
+def test_rows_with_a_nul_and_a_lone_surrogate_are_inserted_once() -> None:
+    """The one case the NUL path cannot bind: the rows go through JSON, each once."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY, a TEXT)")
+    bulk.insert(conn, "INSERT INTO t (a)", [("a\x00b",), ("\ud800",), ("c",)])
+    assert conn.execute("SELECT count(*) FROM t").fetchone() == (3,)
+    assert conn.execute("SELECT a FROM t WHERE seq <> 2 ORDER BY seq").fetchall() == [
+        ("a",),
+        ("c",),
+    ]
 
 
 @settings(max_examples=60, deadline=None)

@@ -12,7 +12,8 @@ Values go through JSON: integers, floats, text, None and booleans (as 1/0).
 orjson encodes and decodes them: it holds the GIL a tenth of the time the
 standard library's C encoder does, time the event loop's thread waits for.
 What orjson refuses (a lone surrogate, an integer past 64 bits) goes through
-``json`` as before.
+``json`` as before. SQLite's JSON functions end a text at a NUL character, so
+rows holding one are bound by ``executemany`` instead: rare, and exact.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
+
+_NUL = "\\u0000"  # how both encoders write a NUL in a text
 
 
 def encode(values: object) -> str:
@@ -55,9 +58,21 @@ def insert(
     if not rows:
         return
     width = len(rows[0])
+    payload = encode(rows)
+    if _NUL in payload:  # SQLite's JSON functions end a text at NUL: bound as it is
+        marks = ", ".join("?" * width)
+        conn.execute("SAVEPOINT bulk_nul")
+        try:
+            conn.executemany(f"{head} VALUES ({marks}) {tail}", rows)
+        except UnicodeEncodeError:  # and a lone surrogate beside it: through JSON after all
+            conn.execute("ROLLBACK TO bulk_nul")
+        else:
+            return
+        finally:
+            conn.execute("RELEASE bulk_nul")
     # WHERE true: an upsert's ON CONFLICT after a SELECT needs it (SQLite's grammar).
     sql = f"{head} SELECT {columns(width)} FROM json_each(?1) WHERE true {tail}"
-    conn.execute(sql, (encode(rows),))
+    conn.execute(sql, (payload,))
 
 
 def run(
