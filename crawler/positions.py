@@ -31,7 +31,6 @@ import re
 import string
 from collections.abc import Iterator
 from typing import NamedTuple
-from urllib.parse import unquote
 
 from crawler import urls
 from crawler.errors import InvalidURLError
@@ -311,8 +310,7 @@ def link_positions(text: str, page_url: str, remaps: Remaps = ()) -> dict[str, P
                 key = urls.normalize(remapped(remaps, key))[0]
         except (InvalidURLError, ValueError):
             continue
-        if "%" in fragment:
-            fragment = unquote(fragment)
+        fragment = urls.decoded_fragment(fragment)
         where = index.position(found.offset)
         positions.setdefault(key, where)
         if fragment:

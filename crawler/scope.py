@@ -11,7 +11,6 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from crawler import urls
 from crawler.errors import InvalidURLError
@@ -138,8 +137,7 @@ class Scope:
             if target != key:
                 whole = f"{target}#{fragment}" if fragment else target
                 return self.classify(whole, element=element, depth=depth, remap=False)
-        if "%" in fragment:
-            fragment = unquote(fragment)
+        fragment = urls.decoded_fragment(fragment)
         in_scope = self.is_in_scope(key, host)
         refusal = self._refusal(key, host, in_scope)
         if refusal is not None:

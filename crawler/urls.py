@@ -23,7 +23,7 @@ import functools
 import ipaddress
 import re
 from typing import NamedTuple
-from urllib.parse import unquote_to_bytes
+from urllib.parse import unquote, unquote_to_bytes
 
 import idna
 
@@ -491,6 +491,19 @@ def normalize(url: str) -> tuple[str, str]:
         key, _, fragment = url.partition("#")
         return key, fragment
     return _normalize_slow(url)
+
+
+def decoded_fragment(fragment: str) -> str:
+    """A fragment (from ``normalize``) as an element's id is compared with it: UTF-8 decoded.
+
+    ``%00`` stays as written: no id holds a NUL (HTML parsers replace it), and
+    a store cannot keep one in a text (PostgreSQL refuses it).
+    """
+    if "%" not in fragment:
+        return fragment
+    if "%00" not in fragment:
+        return unquote(fragment)
+    return "%00".join(unquote(part) for part in fragment.split("%00"))
 
 
 def host_of(key: str) -> str:

@@ -89,3 +89,38 @@ async def test_a_100_mb_page_costs_bounded_memory(
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert [b.url for b in data.broken] == [hostile.url("big-html")]
     assert grown_mb < 80, f"peak RSS grew {grown_mb:.0f} MB for a capped 100 MB page"
+
+
+ODD_BYTES = ["00", "ff"]  # a NUL; a byte that is not UTF-8 (PostgreSQL refused both in a text)
+
+
+async def test_bytes_no_store_keeps_in_a_text_are_recorded_as_replacement_characters(
+    site_server, hostile: HostileServer, any_db: str
+) -> None:
+    """A NUL or a byte that is not UTF-8 from a server, or %00 in a fragment.
+
+    Before, one such answer stopped a PostgreSQL crawl at every resume, and a
+    SQLite crawl kept bytes its report could not read back.
+    """
+    odd = {
+        (where, byte): hostile.url(f"odd-bytes?where={where}&byte={byte}")
+        for where in ("reason", "type", "validators")
+        for byte in ODD_BYTES
+    }
+    target = '<!DOCTYPE html><html><body><p id="x">x</p></body></html>'
+    server = await site_server(
+        {
+            "/": Page(links=[*odd.values(), "/target#x%00y", "/target#x"]),
+            "/target": Page(body=target),
+        }
+    )
+    data = await crawl(any_db, [server.url("/")], scope="domain", include_fragments=True)
+    assert data.crawl.state == "finished"
+    broken = {b.url: b.error for b in data.broken}
+    assert broken == {
+        odd["reason", "00"]: "404 Not\ufffdFound",
+        odd["reason", "ff"]: "404 Not\ufffdFound",
+        # %00 stays escaped: no id holds a NUL, so the link is broken (cut at the
+        # NUL, it read as "#x", which the page has).
+        server.url("/target#x%00y"): "fragment #x%00y not found",
+    }

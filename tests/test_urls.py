@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import unquote
+
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -587,3 +589,23 @@ SOME_CODE_POINTS = [*range(0x3000), 0xD800, 0xDFFF, 0xE000, 0xFFFD, 0xFFFF, 0x10
 def test_the_percent_encode_sets_are_the_standard_s(name: str) -> None:
     pattern, defined = getattr(urls, name), PERCENT_ENCODE_SETS[name]
     assert [c for c in SOME_CODE_POINTS if bool(pattern.fullmatch(chr(c))) != defined(c)] == []
+
+
+@given(st.text(max_size=30))
+def test_a_decoded_fragment_never_holds_a_nul_and_is_otherwise_unquoted(text: str) -> None:
+    try:
+        fragment = urls.normalize("http://127.0.0.1/#" + text)[1]
+    except InvalidURLError:
+        return
+    decoded = urls.decoded_fragment(fragment)
+    assert "\x00" not in decoded
+    if "%00" not in fragment:
+        assert decoded == unquote(fragment)
+    else:
+        assert decoded.count("%00") >= fragment.count("%00")
+
+
+def test_a_fragment_keeps_its_escaped_nul_and_decodes_the_rest() -> None:
+    assert urls.decoded_fragment("x%00y%C3%A9") == "x%00yé"
+    assert urls.decoded_fragment("%%00") == "%%00"
+    assert urls.decoded_fragment("plain") == "plain"

@@ -422,7 +422,7 @@ BIG_HTML_FIRST_LINK = "/ok/big-start"
 BIG_HTML_LAST_LINK = "/ok/big-end"
 
 # Behaviours served by the raw asyncio socket server (second port).
-_RAW_ROUTES = frozenset({"huge-headers", "bad-chunked", "reset", "silent"})
+_RAW_ROUTES = frozenset({"huge-headers", "bad-chunked", "reset", "silent", "odd-bytes"})
 _HTTP_ROUTES = frozenset(
     {
         "endless",
@@ -493,6 +493,31 @@ def _query_float(request: web.BaseRequest, name: str, default: float) -> float:
         return default
 
 
+def _odd_bytes(where: str, byte: bytes) -> bytes:
+    """An answer with ``byte`` inside its reason phrase, content type or validators."""
+    body = page_html(title="odd bytes").encode()
+    reason, kind, validators = b"OK", b"text/html", b""
+    if where == "reason":
+        reason, body = b"Not" + byte + b"Found", b""
+    elif where == "type":
+        kind = b"text/ht" + byte + b"ml"
+    elif where == "validators":
+        validators = b'ETag: "a' + byte + b'b"\r\nLast-Modified: Mon' + byte + b"day\r\n"
+    status = b"404" if where == "reason" else b"200"
+    return (
+        b"HTTP/1.1 "
+        + status
+        + b" "
+        + reason
+        + b"\r\nContent-Type: "
+        + kind
+        + b"\r\n"
+        + validators
+        + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+        + body
+    )
+
+
 class HostileServer(RequestLog, _Closable):
     """A catalog of bad server behaviours on loopback, one per path.
 
@@ -516,6 +541,9 @@ class HostileServer(RequestLog, _Closable):
     /bad-chunked    raw: Transfer-Encoding: chunked with an invalid chunk-size line
     /reset          raw: headers + part of the body, then TCP RST
     /silent         raw: reads the request, never answers
+    /odd-bytes      raw: byte ``?byte=`` (hex: 00, ff) in the ``?where=`` part of the answer:
+                    ``reason`` (a 404's), ``type`` (Content-Type), ``validators`` (ETag
+                    and Last-Modified of a page)
     ==============  ========================================================================
 
     Endless, drip and silent stop by themselves after ``max_duration_s`` and at close.
@@ -773,6 +801,10 @@ class HostileServer(RequestLog, _Closable):
             if sock is not None:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             writer.transport.abort()
+            return
+        if path == "/odd-bytes":
+            writer.write(_odd_bytes(url.query.get("where", ""), bytes.fromhex(url.query["byte"])))
+            await writer.drain()
             return
         body = page_html(title="404").encode()
         writer.write(

@@ -1,0 +1,31 @@
+"""What of a response's status line and headers the store keeps, made fit to keep.
+
+A server chooses these bytes: a NUL, or bytes that are not UTF-8 (decoded
+with ``surrogateescape``, so lone surrogates), reached the store as they
+came. PostgreSQL refuses both in a text, so one such answer stopped the
+crawl at every resume; SQLite kept them, and the report then failed to read
+them back. Text shown to the user (the reason phrase, the content type)
+keeps what it can, with U+FFFD for what it cannot; a validator is sent back
+to the server as it came or not at all, so one that is not plain ASCII is
+dropped (the page is then fetched in full).
+"""
+
+from __future__ import annotations
+
+REPLACEMENT = "\ufffd"
+
+
+def shown(value: str | None) -> str | None:
+    """A header's text with NUL and undecodable bytes each replaced by U+FFFD."""
+    if value is None:
+        return None
+    if not value.isascii():
+        value = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return value.replace("\x00", REPLACEMENT) if "\x00" in value else value
+
+
+def validator(value: str | None) -> str | None:
+    """An ETag or Last-Modified to send back as it came: printable ASCII, else None."""
+    if value is None or not value.isascii() or not value.isprintable():
+        return None
+    return value

@@ -1,0 +1,29 @@
+"""What of a status line and headers the store keeps (crawler.net.header_text)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crawler.net import header_text
+
+
+@given(st.binary(max_size=40))
+def test_shown_text_is_utf8_without_nul_and_keeps_what_it_can(raw: bytes) -> None:
+    # Both clients decode header bytes with surrogateescape.
+    text = header_text.shown(raw.decode("utf-8", "surrogateescape"))
+    assert text is not None
+    text.encode("utf-8")  # no lone surrogate left
+    assert "\x00" not in text
+    if b"\x00" not in raw:
+        try:
+            assert text == raw.decode("utf-8")
+        except UnicodeDecodeError:
+            assert "\ufffd" in text
+
+
+def test_a_validator_is_kept_as_it_came_or_dropped() -> None:
+    assert header_text.validator('W/"5f3a-1b"') == 'W/"5f3a-1b"'
+    assert header_text.validator("Mon, 07 Dec 2026 10:00:00 GMT") == "Mon, 07 Dec 2026 10:00:00 GMT"
+    for odd in ('"a\x00b"', '"a\udcffb"', '"caf\u00e9"', None):
+        assert header_text.validator(odd) is None
