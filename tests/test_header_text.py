@@ -27,3 +27,9 @@ def test_a_validator_is_kept_as_it_came_or_dropped() -> None:
     assert header_text.validator("Mon, 07 Dec 2026 10:00:00 GMT") == "Mon, 07 Dec 2026 10:00:00 GMT"
     for odd in ('"a\x00b"', '"a\udcffb"', '"caf\u00e9"', None):
         assert header_text.validator(odd) is None
+
+
+def test_a_script_s_lone_surrogate_and_nul_are_replaced() -> None:
+    # JSON from the browser can carry "\\ud800" and "\\u0000" (a rendered page's console).
+    assert header_text.shown("a\ud800b\x00c") == "a\ufffd\ufffd\ufffdb\ufffdc"
+    assert header_text.shown("\U0001f600 fine") == "\U0001f600 fine"

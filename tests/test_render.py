@@ -27,7 +27,15 @@ from crawler.report.model import ReportData
 from crawler.store import open as store_open
 
 from kit.browser import chromium_or_skip
-from kit.jssite import BROKEN_RENDERED, PAGES, PLAIN, PLANTED, JsSite, serve_js_site
+from kit.jssite import (
+    BROKEN_RENDERED,
+    CONSOLE_ERROR,
+    PAGES,
+    PLAIN,
+    PLANTED,
+    JsSite,
+    serve_js_site,
+)
 
 GUARDED = {"exclude_all_private": True, "allow_networks": ["127.0.0.1/32"]}
 
@@ -78,6 +86,8 @@ async def test_render_finds_every_planted_link_and_broken_link(any_db: str) -> N
         ("/guard", "request_refused"),
     } <= issues
     assert ("/timer", "not_settled") not in issues
+    console = [i.message for i in report.render_issues if i.kind == "console_error"]
+    assert CONSOLE_ERROR in console
     refused = [i for i in report.render_issues if i.kind == "request_refused"]
     assert [i.url for i in refused] == [site.secret_url]
     assert secret_hits == 0  # the guard refused it before any connection

@@ -1,5 +1,7 @@
 """What of a response's status line and headers the store keeps, made fit to keep.
 
+Also the messages a rendered page's scripts write (crawler/net/render/page.py).
+
 A server chooses these bytes: a NUL, or bytes that are not UTF-8 (decoded
 with ``surrogateescape``, so lone surrogates), reached the store as they
 came. PostgreSQL refuses both in a text, so one such answer stopped the
@@ -16,11 +18,15 @@ REPLACEMENT = "\ufffd"
 
 
 def shown(value: str | None) -> str | None:
-    """A header's text with NUL and undecodable bytes each replaced by U+FFFD."""
+    """Text with NUL, undecodable bytes and lone surrogates replaced by U+FFFD."""
     if value is None:
         return None
     if not value.isascii():
-        value = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        try:
+            raw = value.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a surrogate no decoder made: a script's string
+            raw = value.encode("utf-8", "surrogatepass")
+        value = raw.decode("utf-8", "replace")
     return value.replace("\x00", REPLACEMENT) if "\x00" in value else value
 
 

@@ -8,7 +8,7 @@ written by JavaScript:
   to the new location);
 - ``/timer``: a link appended by a timer;
 - ``/loadmore``: fetches ``/more.json`` and writes its links (one broken);
-- ``/throws``: writes a link, logs a console error, then throws;
+- ``/throws``: writes a link, logs a console error (``CONSOLE_ERROR``), then throws;
 - ``/forever``: fetches ``/ping`` every 100 ms, so the network is never idle;
 - ``/badscript``: a broken ``<script src>`` in the HTML, and one more added
   by a script;
@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+# What the store keeps of /throws' console error (a NUL and a lone surrogate in it).
+CONSOLE_ERROR = "planted console error \ufffd\ufffd\ufffd\ufffd"
 PLAIN = ("/plain", "/missing.js")  # what a crawler reading the sent HTML finds beyond /
 PAGES = ("/router/", "/timer", "/loadmore", "/throws", "/forever", "/badscript", "/guard")
 PLANTED = (
@@ -149,7 +151,8 @@ def _app(site: JsSite) -> web.Application:
     @routes.get("/throws")
     async def throws(_: web.Request) -> web.Response:
         script = ADD + (
-            "add('/before-throw'); console.error('planted console error');"
+            # A NUL and a lone surrogate: what no store keeps in a text.
+            "add('/before-throw'); console.error('planted console error \\u0000\\ud800');"
             " throw new Error('planted failure');"
         )
         return _page("throws", script)
