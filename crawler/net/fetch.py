@@ -36,7 +36,7 @@ from yarl import URL
 from crawler.config import DEFAULT_MAX_COOKIES_PER_HOST, CrawlSettings
 from crawler.errors import FailureKind
 from crawler.fetch_types import Fetched
-from crawler.net import header_text, localsite
+from crawler.net import localsite, storable
 from crawler.net.heads import RequestHeads, host_header
 from crawler.net.http1 import ResponseError
 from crawler.net.jar import Jar
@@ -441,15 +441,15 @@ class Fetcher:
     @staticmethod
     def _take_headers(response: Response, fetched: Fetched) -> None:
         fetched.status = response.status
-        fetched.reason = header_text.shown(response.reason)
+        fetched.reason = storable.text(response.reason)
         headers = response.headers  # lower-case names: both clients' lookups take them
-        fetched.content_type = header_text.shown(headers.get("content-type"))
+        fetched.content_type = storable.text(headers.get("content-type"))
         fetched.location = headers.get("location")
         fetched.retry_after = headers.get("retry-after")
         fetched.robots_tag = headers.get("x-robots-tag")
         fetched.size = response.content_length
-        fetched.etag = header_text.validator(headers.get("etag"))
-        fetched.last_modified = header_text.validator(headers.get("last-modified"))
+        fetched.etag = storable.validator(headers.get("etag"))
+        fetched.last_modified = storable.validator(headers.get("last-modified"))
         for name in (*POLICY_HEADERS, *RESOURCE_HEADERS):
             value = headers.get(name)
             if value is not None:

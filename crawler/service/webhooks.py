@@ -38,7 +38,7 @@ import aiohttp
 import structlog
 from yarl import URL
 
-from crawler.net import header_text
+from crawler.net import storable
 from crawler.net.proxied import AiohttpResolver
 from crawler.net.resolver import AddressGuard
 from crawler.netguard import PrivateAddressError, parse_networks
@@ -173,7 +173,7 @@ class WebhookSender:
                     error, final = f"refused by the private-address guard: {cause}", True
                 else:
                     # The receiver's bytes may be in it: kept as a store can keep them.
-                    error = header_text.shown(f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
+                    error = storable.text(f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS])
         now = self.clock()
         delivery.attempts += 1
         delivery.last_status = status

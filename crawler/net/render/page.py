@@ -27,7 +27,7 @@ from typing import Any
 from crawler.errors import FailureKind
 from crawler.fetch_types import Fetched
 from crawler.models import RenderIssue
-from crawler.net import header_text
+from crawler.net import storable
 from crawler.net.render.cdp import BrowserGoneError, CDPError, Connection
 
 IDLE_S = 0.5
@@ -281,5 +281,5 @@ class _PageRun:
     def _issue(self, kind: str, message: str, url: str | None = None) -> None:
         if len(self.issues) < MAX_ISSUES:
             # A script's message may hold what no store keeps in a text (NUL, a lone surrogate).
-            shown = header_text.shown(message[:MAX_MESSAGE_CHARS]) or ""
-            self.issues.append(RenderIssue(kind, shown, header_text.shown(url)))
+            kept = storable.text(message[:MAX_MESSAGE_CHARS]) or ""
+            self.issues.append(RenderIssue(kind, kept, storable.text(url)))

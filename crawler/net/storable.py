@@ -1,6 +1,7 @@
-"""What of a response's status line and headers the store keeps, made fit to keep.
+"""Text from servers and pages made fit for a store: no NUL, nothing but UTF-8.
 
-Also the messages a rendered page's scripts write (crawler/net/render/page.py).
+A response's reason phrase and headers, the messages a rendered page's scripts
+write (crawler/net/render/page.py), a webhook receiver's error.
 
 A server chooses these bytes: a NUL, or bytes that are not UTF-8 (decoded
 with ``surrogateescape``, so lone surrogates), reached the store as they
@@ -17,7 +18,7 @@ from __future__ import annotations
 REPLACEMENT = "\ufffd"
 
 
-def shown(value: str | None) -> str | None:
+def text(value: str | None) -> str | None:
     """Text with NUL, undecodable bytes and lone surrogates replaced by U+FFFD."""
     if value is None:
         return None

@@ -1,17 +1,17 @@
-"""What of a status line and headers the store keeps (crawler.net.header_text)."""
+"""Text from servers and pages made fit for a store (crawler.net.storable)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.net import header_text
+from crawler.net import storable
 
 
 @given(st.binary(max_size=40))
-def test_shown_text_is_utf8_without_nul_and_keeps_what_it_can(raw: bytes) -> None:
+def test_stored_text_is_utf8_without_nul_and_keeps_what_it_can(raw: bytes) -> None:
     # Both clients decode header bytes with surrogateescape.
-    text = header_text.shown(raw.decode("utf-8", "surrogateescape"))
+    text = storable.text(raw.decode("utf-8", "surrogateescape"))
     assert text is not None
     text.encode("utf-8")  # no lone surrogate left
     assert "\x00" not in text
@@ -23,13 +23,13 @@ def test_shown_text_is_utf8_without_nul_and_keeps_what_it_can(raw: bytes) -> Non
 
 
 def test_a_validator_is_kept_as_it_came_or_dropped() -> None:
-    assert header_text.validator('W/"5f3a-1b"') == 'W/"5f3a-1b"'
-    assert header_text.validator("Mon, 07 Dec 2026 10:00:00 GMT") == "Mon, 07 Dec 2026 10:00:00 GMT"
+    assert storable.validator('W/"5f3a-1b"') == 'W/"5f3a-1b"'
+    assert storable.validator("Mon, 07 Dec 2026 10:00:00 GMT") == "Mon, 07 Dec 2026 10:00:00 GMT"
     for odd in ('"a\x00b"', '"a\udcffb"', '"caf\u00e9"', None):
-        assert header_text.validator(odd) is None
+        assert storable.validator(odd) is None
 
 
 def test_a_script_s_lone_surrogate_and_nul_are_replaced() -> None:
     # JSON from the browser can carry "\\ud800" and "\\u0000" (a rendered page's console).
-    assert header_text.shown("a\ud800b\x00c") == "a\ufffd\ufffd\ufffdb\ufffdc"
-    assert header_text.shown("\U0001f600 fine") == "\U0001f600 fine"
+    assert storable.text("a\ud800b\x00c") == "a\ufffd\ufffd\ufffdb\ufffdc"
+    assert storable.text("\U0001f600 fine") == "\U0001f600 fine"
