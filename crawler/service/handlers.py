@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 
+import orjson
 import pydantic
 import structlog
 from aiohttp import web
@@ -28,6 +29,7 @@ from crawler.service.safety import (
     check_limits,
     check_render_available,
     guard_settings,
+    nul_at,
     redact_settings,
 )
 from crawler.service.schemas import (
@@ -40,7 +42,7 @@ from crawler.service.schemas import (
     ServiceCrawlSettings,
     WorkerList,
 )
-from crawler.service.state import OPENAPI, SERVICE, ApiError, Service
+from crawler.service.state import OPENAPI, SERVICE, ApiError, Service, field_path
 from crawler.settings_model import SettingsError
 from crawler.store.service import Entry
 
@@ -220,11 +222,28 @@ async def read_json_body(request: web.Request) -> bytes:
     timeout_s = _service(request).config.read_timeout_s
     try:
         async with asyncio.timeout(timeout_s):
-            return await request.read()
+            body = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise ApiError(413, f"request body larger than {MAX_BODY_BYTES} bytes") from None
     except TimeoutError:
         raise ApiError(408, f"request body not received within {timeout_s:g} s") from None
+    _refuse_nul(body)
+    return body
+
+
+def _refuse_nul(body: bytes) -> None:
+    """422 for a NUL in any string of the body (malformed JSON is the validator's 400)."""
+    if b"\\u0000" not in body:  # how JSON writes a NUL in a string
+        return
+    try:
+        where = nul_at(orjson.loads(body))
+    except orjson.JSONDecodeError:
+        return
+    if where is not None:
+        field = field_path(where)
+        message = "NUL characters (\\u0000) are not allowed"
+        detail = ErrorDetail(field=field, message=message, type="value_error")
+        raise ApiError(422, f"invalid {field or 'body'}: {message}", field=field, details=[detail])
 
 
 async def get_crawl(request: web.Request) -> web.Response:

@@ -14,6 +14,8 @@
 - ``redact_settings``: settings as shown to readers, without credentials.
 - ``token_matches``: the bearer token, compared in constant time.
 - ``is_allowed_host``: the DNS-rebinding guard, for every request.
+- ``nul_at``: where a request's JSON holds a NUL character, which no store
+  keeps in a text (PostgreSQL refuses it): such a request is refused whole.
 """
 
 from __future__ import annotations
@@ -176,3 +178,22 @@ def is_allowed_host(host_header: str | None, allowed: Sequence[str]) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+def nul_at(value: object, path: tuple[int | str, ...] = ()) -> tuple[int | str, ...] | None:
+    """The path of the first string (or key) of decoded JSON holding a NUL, or None."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in key:
+                return (*path, key)
+            found = nul_at(item, (*path, key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = nul_at(item, (*path, index))
+            if found is not None:
+                return found
+    return None

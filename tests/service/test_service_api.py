@@ -183,6 +183,14 @@ def test_finished_crawls_refuse_pause_resume_and_cancel(
         ),
         ({"seeds": ["http://127.0.0.1:9/"], "settings": []}, 422, "settings"),
         ([1, 2], 422, None),
+        # NUL: no store keeps it in a text (PostgreSQL failed with a 500).
+        (
+            {"seeds": ["http://127.0.0.1:9/"], "settings": {"headers": {"X-A": "b\x00"}}},
+            422,
+            "settings.headers.X-A",
+        ),
+        ({"seeds": ["http://127.0.0.1:9/"], "name": "\x00"}, 422, "name"),
+        ({"seeds": ["http://127.0.0.1:9/"], "a\x00": 1}, 422, "a\x00"),
     ],
 )
 def test_invalid_bodies_name_the_field(

@@ -233,3 +233,28 @@ def test_deleting_a_crawl_sends_its_remote_workers_away_first(
         assert worker.process is not None
         assert worker.process.poll() is None  # still there, waiting for the next crawl
         assert "crawl_work_failed" not in worker.event_names()
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        (
+            "/crawls",
+            {"seeds": ["http://127.0.0.1:9/"], "settings": {"headers": {"X": "\x00"}}},
+            "settings.headers.X",
+        ),
+        (
+            "/definitions",
+            {"name": "a\x00b", "seeds": ["http://127.0.0.1:9/"], "schedule": {"every": "1h"}},
+            "name",
+        ),
+    ],
+)
+def test_a_nul_in_a_request_is_a_422_not_a_store_failure(
+    service: ServiceProcess, path: str, body: dict[str, object], field: str
+) -> None:
+    """PostgreSQL keeps no NUL in a text: before, these were 500s from the store."""
+    answer = service.request("POST", path, body)
+    assert answer.status == 422, answer.body
+    assert answer.json()["field"] == field
+    assert service.request("GET", path).status == 200
