@@ -292,9 +292,11 @@ def _nested(model: type[SettingsModel]) -> Convert:
 
 
 def _to_str(value: Any, loc: tuple[str | int, ...]) -> str:
-    if isinstance(value, str):
-        return value
-    raise SettingsError(loc, "Input should be a valid string")
+    if not isinstance(value, str):
+        raise SettingsError(loc, "Input should be a valid string")
+    if "\x00" in value:  # settings are stored with the crawl: PostgreSQL keeps no NUL in a text
+        raise SettingsError(loc, "NUL characters are not allowed")
+    return value
 
 
 def _to_bool(value: Any, loc: tuple[str | int, ...]) -> bool:

@@ -209,6 +209,17 @@ def test_a_lychee_toml_with_an_unknown_key_names_it(tmp_path: Path) -> None:
         resolve_argv("-c", str(path))
 
 
+def test_a_config_value_holding_a_nul_is_a_usage_error_on_both_backends(
+    tmp_path: Path, any_db: str
+) -> None:
+    # Settings are stored with the crawl: PostgreSQL failed with a traceback (exit 1).
+    (tmp_path / "lychee.toml").write_text('exclude = ["a\\u0000"]\n')
+    result = run_cli("crawl", "http://127.0.0.1:9/", "--db", any_db, cwd=tmp_path)
+    assert result.returncode == 3, result.stderr
+    assert "invalid --exclude: NUL characters are not allowed" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_ignored_lychee_keys_are_named_on_stderr(tmp_path: Path) -> None:
     (tmp_path / "lychee.toml").write_text('threads = 4\nexclude = ["."]\n')
     result = run_cli("crawl", "http://127.0.0.1:9/", "--db", tmp_path / "c.db", cwd=tmp_path)
