@@ -180,20 +180,22 @@ def is_allowed_host(host_header: str | None, allowed: Sequence[str]) -> bool:
         return False
 
 
-def nul_at(value: object, path: tuple[int | str, ...] = ()) -> tuple[int | str, ...] | None:
-    """The path of the first string (or key) of decoded JSON holding a NUL, or None."""
-    if isinstance(value, str):
-        return path if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if "\x00" in key:
-                return (*path, key)
-            found = nul_at(item, (*path, key))
-            if found is not None:
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found = nul_at(item, (*path, index))
-            if found is not None:
-                return found
+def nul_at(value: object) -> tuple[int | str, ...] | None:
+    """The path of a string (or key) of decoded JSON holding a NUL, or None.
+
+    Without recursion: a body nests as deep as the JSON parser lets it.
+    """
+    stack: list[tuple[object, tuple[int | str, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return path
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if "\x00" in key:
+                    return (*path, key)
+                stack.append((child, (*path, key)))
+        elif isinstance(item, list):
+            stack.extend((child, (*path, index)) for index, child in enumerate(item))
     return None

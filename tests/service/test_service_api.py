@@ -213,6 +213,9 @@ def test_invalid_bodies_name_the_field(
         (b'{"seeds": []}', {"Content-Type": "text/plain"}, 415),
         (b'{"seeds": []}', {}, 415),
         (b"[" + b'"x",' * 40_000 + b'"x"]', {"Content-Type": "application/json"}, 413),
+        # A NUL as deep as the JSON parser goes (the check does not recurse), and deeper.
+        (b"[" * 1024 + b'"\\u0000"' + b"]" * 1024, {"Content-Type": "application/json"}, 422),
+        (b"[" * 5000 + b'"\\u0000"' + b"]" * 5000, {"Content-Type": "application/json"}, 400),
     ],
 )
 def test_malformed_requests_get_json_errors(
