@@ -9,6 +9,7 @@ whichever store records it.
 from __future__ import annotations
 
 import resource
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +125,21 @@ async def test_bytes_no_store_keeps_in_a_text_are_recorded_as_replacement_charac
         # NUL, it read as "#x", which the page has).
         server.url("/target#x%00y"): "fragment #x%00y not found",
     }
+
+
+@pytest.mark.parametrize("bomb", ["brotli-bomb", "gzip-bomb"])
+async def test_a_compression_bomb_costs_bounded_memory(
+    site_server, hostile: HostileServer, tmp_path: Path, bomb: str
+) -> None:
+    """A few KB that inflate to 512 MB are read a step at a time, up to --max-body-bytes.
+
+    brotli inflated a whole chunk in one call before: a 3 KB answer took gigabytes.
+    """
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    server = await site_server({"/": Page(links=[hostile.url(bomb)])})
+    data = await crawl(tmp_path / "c.db", [server.url("/")], scope="domain")
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert [(b.url, b.error) for b in data.broken] == [
+        (hostile.url(bomb), "larger than --max-body-bytes (10485760 bytes read)")
+    ]
+    assert grown_mb < 80, f"peak RSS grew {grown_mb:.0f} MB for a capped {bomb}"

@@ -309,14 +309,22 @@ class _Inflate:
 
 
 class _Brotli:
+    """brotli, a step at a time: a few bytes of it can inflate to gigabytes in one call."""
+
     def __init__(self) -> None:
         self._d = brotli.Decompressor()
+        self._full = False  # the last step reached the limit: output may be held back
 
     def decode(self, data: bytes) -> bytes:
-        return bytes(self._d.process(data))
+        return self._step(data)
 
     def more(self) -> bytes:
-        return b""
+        return self._step(b"") if self._full else b""
+
+    def _step(self, data: bytes) -> bytes:
+        out = bytes(self._d.process(data, output_buffer_limit=DECODE_STEP))
+        self._full = len(out) >= DECODE_STEP
+        return out
 
     def finish(self) -> bytes:
         if not self._d.is_finished():

@@ -21,12 +21,14 @@ import inspect
 import socket
 import struct
 import time
+import zlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
+import brotli
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
@@ -432,6 +434,8 @@ _HTTP_ROUTES = frozenset(
         "chain",
         "bad-gzip",
         "bad-brotli",
+        "brotli-bomb",
+        "gzip-bomb",
         "big-html",
         "deep",
         "latin1",
@@ -493,6 +497,24 @@ def _query_float(request: web.BaseRequest, name: str, default: float) -> float:
         return default
 
 
+BOMB_BYTES = 512 * 1024**2
+
+
+@functools.cache
+def _bomb(encoding: str) -> bytes:
+    """``BOMB_BYTES`` of zeros after an HTML start, compressed, made once a process."""
+    zeros = b"\0" * (64 * 1024**2)
+    if encoding == "br":
+        packer = brotli.Compressor(quality=1)
+        parts = [packer.process(b"<!DOCTYPE html><html><body>")]
+        parts += [packer.process(zeros) for _ in range(BOMB_BYTES // len(zeros))]
+        return b"".join([*parts, packer.finish()])
+    deflate = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    parts = [deflate.compress(b"<!DOCTYPE html><html><body>")]
+    parts += [deflate.compress(zeros) for _ in range(BOMB_BYTES // len(zeros))]
+    return b"".join([*parts, deflate.flush()])
+
+
 def _odd_bytes(where: str, byte: bytes) -> bytes:
     """An answer with ``byte`` inside its reason phrase, content type or validators."""
     body = page_html(title="odd bytes").encode()
@@ -532,6 +554,8 @@ class HostileServer(RequestLog, _Closable):
     /chain/N        302 -> /chain/N-1 ... /chain/0 answers 200
     /bad-gzip       Content-Encoding: gzip, garbage body
     /bad-brotli     Content-Encoding: br, garbage body
+    /brotli-bomb    Content-Encoding: br, a few KB that inflate to ``BOMB_BYTES`` (zeros)
+    /gzip-bomb      Content-Encoding: gzip, the same (about 2 MB of it)
     /big-html       HTML of exactly ``?size=`` bytes (100 MB), streamed in chunks
     /deep           ``?depth=`` (100000) nested <div>, DEEP_LINK in the innermost
     /latin1         windows-1252 page (correctly labelled) with LATIN1_HREFS
@@ -633,6 +657,10 @@ class HostileServer(RequestLog, _Closable):
             return web.Response(status=302, headers={"Location": f"/chain/{n - 1}"})
         if path == "/bad-gzip":
             return web.Response(body=_BAD_GZIP, headers={**html_ct, "Content-Encoding": "gzip"})
+        if path in ("/brotli-bomb", "/gzip-bomb"):
+            encoding = "br" if path == "/brotli-bomb" else "gzip"
+            headers = {**html_ct, "Content-Encoding": encoding}
+            return web.Response(body=_bomb(encoding), headers=headers)
         if path == "/bad-brotli":
             return web.Response(body=_BAD_BROTLI, headers={**html_ct, "Content-Encoding": "br"})
         if path == "/big-html":
