@@ -9,6 +9,7 @@ never reach it.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -267,3 +268,23 @@ def test_a_folder_of_a_checkout_is_checked_within_the_checkout(tmp_path: Path) -
     # the checkout is recorded as the crawl's root: a later report roots it alike
     again = run_cli("report", "--db", tmp_path / "c.db", "-f", "json", cwd=repo)
     assert json.loads(again.stdout)["broken"] == report["broken"]
+
+
+def test_a_file_name_that_is_not_utf8_is_crawled_on_both_backends(
+    tmp_path: Path, any_db: str
+) -> None:
+    """Its URL escapes its bytes (%FF), which name it again; shown with U+FFFD.
+
+    Before, listing the folder's files failed with a traceback (UnicodeEncodeError).
+    """
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "README.md").write_text("# Top\n\n[odd](b%FFd.md), [gone](gone.md)\n")
+    odd = docs / os.fsdecode(b"b\xffd.md")
+    odd.write_text("# Odd\n\n[back](README.md#top), [lost](lost.md)\n")
+    result = run_cli("crawl", ".", "--db", any_db, "-n", "-f", "json", cwd=docs)
+    assert result.returncode == 2, result.stderr
+    report = json.loads(result.stdout)
+    assert report["summary"]["pages"] == 2
+    broken = {entry["url"]: entry["sources"] for entry in report["broken"]}
+    assert broken == {"gone.md": ["README.md:3:25"], "lost.md": ["b\ufffdd.md:3:31"]}

@@ -80,7 +80,8 @@ class LocalSite:
 
         A folder without an index file is named itself in a source tree (``folders``).
         """
-        path = unquote(urlsplit(url).path)
+        # Escapes that are not UTF-8 name the file's bytes (``file_url``).
+        path = unquote(urlsplit(url).path, errors="surrogateescape")
         prefix = urlsplit(self.home).path
         relative = path[len(prefix) :] if path.startswith(prefix) else path.lstrip("/")
         candidate = (self.root / relative).resolve()
@@ -239,8 +240,12 @@ def repository_root(folder: Path) -> Path | None:
 
 
 def file_url(site_home: str, root: Path, file: Path) -> str:
-    """The URL a file of the site is served at, under the site's home."""
-    return site_home + quote(file.relative_to(root).as_posix())
+    """The URL a file of the site is served at, under the site's home.
+
+    A name that is not UTF-8 (its bytes kept by ``surrogateescape``) is
+    escaped byte by byte, as a web server serving the folder names it.
+    """
+    return site_home + quote(file.relative_to(root).as_posix(), errors="surrogateescape")
 
 
 def is_local_url(url: str) -> bool:

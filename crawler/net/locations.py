@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlsplit
 from crawler import positions
 from crawler.config import CrawlSettings
 from crawler.errors import UsageError
-from crawler.net import localsite
+from crawler.net import localsite, storable
 from crawler.net.localsite import LocalSite
 from crawler.report import ReportData
 from crawler.report.diff import CrawlDiff
@@ -195,4 +195,5 @@ class _Paths:
             shown = str(path)
         if shown.startswith(".."):
             shown = str(path)
-        return shown.replace(os.sep, "/")
+        # A file name that is not UTF-8 is shown with U+FFFD: it is printed and stored.
+        return storable.text(shown.replace(os.sep, "/")) or ""
