@@ -319,7 +319,10 @@ class _Brotli:
         return self._step(data)
 
     def more(self) -> bytes:
-        return self._step(b"") if self._full else b""
+        # Held back: output past a full step, or input the decoder did not take yet.
+        if not self._full and self._d.can_accept_more_data():
+            return b""
+        return self._step(b"")
 
     def _step(self, data: bytes) -> bytes:
         out = bytes(self._d.process(data, output_buffer_limit=DECODE_STEP))
