@@ -240,10 +240,10 @@ def _refuse_nul(body: bytes) -> None:
     except orjson.JSONDecodeError:
         return
     if where is not None:
-        field = field_path(where)
         message = "NUL characters (\\u0000) are not allowed"
-        detail = ErrorDetail(field=field, message=message, type="value_error")
-        raise ApiError(422, f"invalid {field or 'body'}: {message}", field=field, details=[detail])
+        raise ApiError.unprocessable(
+            [ErrorDetail(field=field_path(where), message=message, type="value_error")]
+        )
 
 
 async def get_crawl(request: web.Request) -> web.Response:

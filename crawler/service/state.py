@@ -81,17 +81,18 @@ class ApiError(Exception):
             details.append(ErrorDetail(field=loc, message=message, type=error["type"]))
         if details[0].type == "json_invalid":
             return cls(400, details[0].message, details=details)
-        return cls._unprocessable(details)
+        return cls.unprocessable(details)
 
     @classmethod
     def from_settings(cls, exc: SettingsError, prefix: str = "") -> ApiError:
         """422 naming the field of the crawl settings that did not validate."""
         message = exc.message.removeprefix("Value error, ")
         field = field_path(exc.loc, prefix)
-        return cls._unprocessable([ErrorDetail(field=field, message=message, type="value_error")])
+        return cls.unprocessable([ErrorDetail(field=field, message=message, type="value_error")])
 
     @classmethod
-    def _unprocessable(cls, details: list[ErrorDetail]) -> ApiError:
+    def unprocessable(cls, details: list[ErrorDetail]) -> ApiError:
+        """422 naming the first detail's field (the body when it has none)."""
         first = details[0]
         where = first.field or "body"
         return cls(422, f"invalid {where}: {first.message}", field=first.field, details=details)

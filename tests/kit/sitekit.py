@@ -506,13 +506,13 @@ def _bomb(encoding: str) -> bytes:
     zeros = b"\0" * (64 * 1024**2)
     if encoding == "br":
         packer = brotli.Compressor(quality=1)
-        parts = [packer.process(b"<!DOCTYPE html><html><body>")]
-        parts += [packer.process(zeros) for _ in range(BOMB_BYTES // len(zeros))]
-        return b"".join([*parts, packer.finish()])
-    deflate = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    parts = [deflate.compress(b"<!DOCTYPE html><html><body>")]
-    parts += [deflate.compress(zeros) for _ in range(BOMB_BYTES // len(zeros))]
-    return b"".join([*parts, deflate.flush()])
+        pack, end = packer.process, packer.finish
+    else:
+        deflate = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        pack, end = deflate.compress, deflate.flush
+    parts = [pack(b"<!DOCTYPE html><html><body>")]
+    parts += [pack(zeros) for _ in range(BOMB_BYTES // len(zeros))]
+    return b"".join([*parts, end()])
 
 
 def _odd_bytes(where: str, byte: bytes) -> bytes:
