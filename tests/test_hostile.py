@@ -127,6 +127,25 @@ async def test_bytes_no_store_keeps_in_a_text_are_recorded_as_replacement_charac
     }
 
 
+async def test_a_location_with_bytes_not_utf8_is_followed_with_the_bytes_percent_encoded(
+    site_server, hostile: HostileServer, any_db: str
+) -> None:
+    """``Location: /odd-target/caf\\xffe`` is asked as ``/odd-target/caf%FFe``, as browsers do.
+
+    Before, the byte was read as U+FFFD and the crawler asked for
+    ``caf%EF%BF%BDe``, a page the server does not have: a working redirect
+    reported broken.
+    """
+    odd = [hostile.url(f"odd-bytes?where=location&byte={byte}") for byte in ("ff", "e9")]
+    server = await site_server({"/": Page(links=odd)})
+    data = await crawl(any_db, [server.url("/")], scope="domain")
+    assert data.crawl.state == "finished"
+    assert data.broken == []
+    assert hostile.count("/odd-target/caf%FFe") == 1
+    assert hostile.count("/odd-target/caf%E9e") == 1
+    assert data.summary.redirected == 2
+
+
 @pytest.mark.parametrize("bomb", ["brotli-bomb", "gzip-bomb"])
 async def test_a_compression_bomb_costs_bounded_memory(
     site_server, hostile: HostileServer, tmp_path: Path, bomb: str

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import unquote_to_bytes
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -33,3 +35,19 @@ def test_a_script_s_lone_surrogate_and_nul_are_replaced() -> None:
     # JSON from the browser can carry "\\ud800" and "\\u0000" (a rendered page's console).
     assert storable.text("a\ud800b\x00c") == "a\ufffd\ufffd\ufffdb\ufffdc"
     assert storable.text("\U0001f600 fine") == "\U0001f600 fine"
+
+
+@given(st.binary(max_size=40).filter(lambda raw: b"%" not in raw))
+def test_a_location_keeps_its_bytes_each_not_utf8_one_percent_encoded(raw: bytes) -> None:
+    # Decoded as both clients decode headers; its bytes come back from the result.
+    location = storable.location(raw.decode("utf-8", "surrogateescape"))
+    assert location is not None
+    assert unquote_to_bytes(location.encode("utf-8")) == raw  # no lone surrogate left
+    if raw.isascii():
+        assert location == raw.decode("ascii")
+
+
+def test_a_location_s_latin1_byte_is_asked_as_browsers_ask_it() -> None:
+    header = b"/caf\xe9/\xc3\xa9".decode("utf-8", "surrogateescape")
+    assert storable.location(header) == "/caf%E9/\u00e9"  # a UTF-8 letter stays one
+    assert storable.location(None) is None

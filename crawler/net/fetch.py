@@ -444,7 +444,7 @@ class Fetcher:
         fetched.reason = storable.text(response.reason)
         headers = response.headers  # lower-case names: both clients' lookups take them
         fetched.content_type = storable.text(headers.get("content-type"))
-        fetched.location = headers.get("location")
+        fetched.location = storable.location(headers.get("location"))
         fetched.retry_after = headers.get("retry-after")
         fetched.robots_tag = headers.get("x-robots-tag")
         fetched.size = response.content_length

@@ -10,7 +10,8 @@ crawl at every resume; SQLite kept them, and the report then failed to read
 them back. Text shown to the user (the reason phrase, the content type)
 keeps what it can, with U+FFFD for what it cannot; a validator is sent back
 to the server as it came or not at all, so one that is not plain ASCII is
-dropped (the page is then fetched in full).
+dropped (the page is then fetched in full). A ``Location`` is followed, so
+its bytes that are not UTF-8 are percent-encoded as they came.
 """
 
 from __future__ import annotations
@@ -36,3 +37,15 @@ def validator(value: str | None) -> str | None:
     if value is None or not value.isascii() or not value.isprintable():
         return None
     return value
+
+
+def location(value: str | None) -> str | None:
+    """A ``Location`` to follow, each byte that is not UTF-8 percent-encoded as it came.
+
+    A server writing Latin-1 sends ``Location: /caf\\xe9`` and browsers ask for
+    ``/caf%E9``; read as U+FFFD by the URL parser, the byte named another page
+    (``%EF%BF%BD``), and a redirect that works was reported broken.
+    """
+    if value is None or value.isascii():
+        return value
+    return "".join(f"%{ord(c) - 0xDC00:02X}" if "\udc80" <= c <= "\udcff" else c for c in value)

@@ -18,6 +18,7 @@ import codecs
 import functools
 import html
 import inspect
+import re
 import socket
 import struct
 import time
@@ -424,7 +425,9 @@ BIG_HTML_FIRST_LINK = "/ok/big-start"
 BIG_HTML_LAST_LINK = "/ok/big-end"
 
 # Behaviours served by the raw asyncio socket server (second port).
-_RAW_ROUTES = frozenset({"huge-headers", "bad-chunked", "reset", "silent", "odd-bytes"})
+_RAW_ROUTES = frozenset(
+    {"huge-headers", "bad-chunked", "reset", "silent", "odd-bytes", "odd-target"}
+)
 _HTTP_ROUTES = frozenset(
     {
         "endless",
@@ -515,6 +518,9 @@ def _bomb(encoding: str) -> bytes:
     return b"".join([*parts, end()])
 
 
+ODD_TARGET = b"/odd-target/caf"  # /odd-target/caf%XXe answers 200 for the byte XX
+
+
 def _odd_bytes(where: str, byte: bytes) -> bytes:
     """An answer with ``byte`` inside its reason phrase, content type or validators."""
     body = page_html(title="odd bytes").encode()
@@ -525,7 +531,9 @@ def _odd_bytes(where: str, byte: bytes) -> bytes:
         kind = b"text/ht" + byte + b"ml"
     elif where == "validators":
         validators = b'ETag: "a' + byte + b'b"\r\nLast-Modified: Mon' + byte + b"day\r\n"
-    status = b"404" if where == "reason" else b"200"
+    elif where == "location":  # a redirect to ODD_TARGET with the byte in its path
+        validators, body = b"Location: " + ODD_TARGET + byte + b"e\r\n", b""
+    status = {"reason": b"404", "location": b"302"}.get(where, b"200")
     return (
         b"HTTP/1.1 "
         + status
@@ -567,7 +575,8 @@ class HostileServer(RequestLog, _Closable):
     /silent         raw: reads the request, never answers
     /odd-bytes      raw: byte ``?byte=`` (hex: 00, ff) in the ``?where=`` part of the answer:
                     ``reason`` (a 404's), ``type`` (Content-Type), ``validators`` (ETag
-                    and Last-Modified of a page)
+                    and Last-Modified of a page), ``location`` (a 302 to /odd-target/caf<byte>e)
+    /odd-target/*   raw: 200 for /odd-target/caf%XXe (a byte percent-encoded), else 404
     ==============  ========================================================================
 
     Endless, drip and silent stop by themselves after ``max_duration_s`` and at close.
@@ -829,6 +838,16 @@ class HostileServer(RequestLog, _Closable):
             if sock is not None:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             writer.transport.abort()
+            return
+        if path.startswith("/odd-target/"):  # only the byte percent-encoded as it came
+            found = re.fullmatch(re.escape(ODD_TARGET.decode()) + "%([0-9A-F]{2})e", url.raw_path)
+            status = b"200 OK" if found else b"404 Not Found"
+            body = page_html(title="odd target").encode()
+            writer.write(
+                b"HTTP/1.1 " + status + b"\r\nContent-Type: text/html; charset=utf-8\r\n"
+                b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body
+            )
+            await writer.drain()
             return
         if path == "/odd-bytes":
             writer.write(_odd_bytes(url.query.get("where", ""), bytes.fromhex(url.query["byte"])))
