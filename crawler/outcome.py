@@ -302,6 +302,14 @@ def _redirect(
     absolute = resolve_link(fetched.location, leased.url, "utf-8")
     element = "a" if leased.kind == UrlKind.PAGE else "redirect"
     target = scope.classify(absolute, element=element, depth=leased.depth)
+    if (
+        policy.include_fragments
+        and leased.kind in (UrlKind.PAGE, UrlKind.ANCHORS)
+        and target.kind == UrlKind.CHECK
+    ):
+        # A link's #fragment is looked for where its redirects end, as a browser
+        # scrolls there: that page's anchors are needed (a GET, not a HEAD).
+        target = target._replace(kind=UrlKind.ANCHORS)
     if target.kind == UrlKind.SKIP and target.result != ResultClass.EXCLUDED:
         result.result_class = ResultClass.BROKEN
         result.error_kind = str(FailureKind.INVALID_RESPONSE)

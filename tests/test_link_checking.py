@@ -52,6 +52,58 @@ async def test_missing_anchor_is_broken_and_existing_is_not(site_server, any_db:
     assert server.count("/target") == 1
 
 
+async def test_a_fragment_is_looked_for_where_its_redirects_end(
+    site_server, any_db: str
+) -> None:
+    """``/old#intro`` -> 301 ``/new``: a browser scrolls to #intro on /new, so it is checked there.
+
+    Before, a link to a redirecting URL had its fragment checked nowhere. The
+    same on the site (pages) and off it (checked URLs, fetched with GET for
+    their anchors), through one redirect or two.
+    """
+    anchors = '<h2 id="intro">x</h2>'
+    other = await site_server(
+        {"/old": Page(redirect_to="/new"), "/new": Page(body=anchors)}, host="127.0.0.2"
+    )
+    server = await site_server(
+        {
+            "/": Page(
+                links=[
+                    "/old#intro",
+                    "/old#renamed",
+                    "/twice#gone",
+                    other.url("/old#intro"),
+                    other.url("/old#renamed"),
+                ]
+            ),
+            "/old": Page(redirect_to="/new"),
+            "/twice": Page(redirect_to="/old"),
+            "/new": Page(body=anchors),
+        }
+    )
+    data = await crawl(any_db, [server.url("/")], include_fragments=True)
+    moved = " not found (redirected to {})"
+    assert {b.url: (b.status, b.error, b.sources) for b in data.broken} == {
+        server.url("/old#renamed"): (
+            200,
+            "fragment #renamed" + moved.format(server.url("/new")),
+            [server.url("/")],
+        ),
+        server.url("/twice#gone"): (
+            200,
+            "fragment #gone" + moved.format(server.url("/new")),
+            [server.url("/")],
+        ),
+        other.url("/old#renamed"): (
+            200,
+            "fragment #renamed" + moved.format(other.url("/new")),
+            [server.url("/")],
+        ),
+    }
+    assert other.requests == [("GET", "/old"), ("GET", "/new")]  # each once, /new for anchors
+    assert data.summary.broken == 3
+
+
 async def test_fragments_are_ignored_without_the_option(site_server, any_db: str) -> None:
     server = await site_server({"/": Page(links=["/t#absent"]), "/t": Page()})
     data = await crawl(any_db, [server.url("/")])

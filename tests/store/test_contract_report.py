@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from backends import Backend
-from contractkit import BROKEN, OK, T0, TTL, Plan, disc, drain, outcome, u
+from contractkit import BROKEN, MOVED, OK, T0, TTL, Plan, disc, drain, outcome, u
 
 from crawler.models import Result, ResultClass, UrlKind
 from crawler.report.model import BrokenLink, Location, ReportData
@@ -168,6 +168,37 @@ async def test_missing_fragment_is_a_broken_link(db: Backend) -> None:
     assert broken(report) == [(u("t") + "#gone", 200, "fragment #gone not found", [u("p")])]
     assert edges(report) == [(u("t") + "#gone", u("p"), "missing_fragment", ("a",))]
     assert (report.summary.ok, report.summary.broken) == (2, 1)
+
+
+async def test_a_fragment_is_looked_for_where_the_redirects_end(db: Backend) -> None:
+    """t#here and t#gone, t -> n: checked on n's anchors. A chain that loops
+    (l1 -> l2 -> l1) or ends broken (m -> dead) is the link's own failure: no
+    fragment row of its own."""
+    f = await db.store()
+    await f.enqueue([disc(u("p"))], T0)
+    (p,) = await f.lease("w1", 10, TTL, T0)
+    kids = [
+        disc(u(name), UrlKind.ANCHORS, fragment=fragment)
+        for name, fragment in [("t", "here"), ("t", "gone"), ("l1", "x"), ("m", "y")]
+    ]
+    await f.complete("w1", [outcome(p, children=kids, anchors=frozenset())], T0)
+    hops = {u("t"): u("n"), u("l1"): u("l2"), u("l2"): u("l1"), u("m"): u("dead")}
+    for _ in range(5):
+        outs = []
+        for leased in await f.lease("w1", 10, TTL, T0):
+            if leased.url in hops:
+                to = disc(hops[leased.url], UrlKind.ANCHORS)
+                outs.append(outcome(leased, MOVED, redirect_to=to))
+            elif leased.url == u("dead"):
+                outs.append(outcome(leased, BROKEN))
+            else:
+                outs.append(outcome(leased, anchors=frozenset({"here", "x", "y"})))
+        await f.complete("w1", outs, T0)
+    report = await db.report(f.crawl_id)
+    gone = (u("t") + "#gone", 200, f"fragment #gone not found (redirected to {u('n')})", [u("p")])
+    assert [b for b in broken(report) if "#" in b[0]] == [gone]
+    assert (u("t") + "#gone", u("p"), "missing_fragment", ("a",)) in edges(report)
+    assert {b.url for b in report.broken} == {u("t") + "#gone", u("l1"), u("m")}
 
 
 async def test_links_to_pages_crawled_ok_are_settled_the_rest_stay_open(db: Backend) -> None:
