@@ -52,9 +52,7 @@ async def test_missing_anchor_is_broken_and_existing_is_not(site_server, any_db:
     assert server.count("/target") == 1
 
 
-async def test_a_fragment_is_looked_for_where_its_redirects_end(
-    site_server, any_db: str
-) -> None:
+async def test_a_fragment_is_looked_for_where_its_redirects_end(site_server, any_db: str) -> None:
     """``/old#intro`` -> 301 ``/new``: a browser scrolls to #intro on /new, so it is checked there.
 
     Before, a link to a redirecting URL had its fragment checked nowhere. The

@@ -518,21 +518,30 @@ def _bomb(encoding: str) -> bytes:
     return b"".join([*parts, end()])
 
 
+def _raw_page(status: bytes, title: str) -> bytes:
+    """A whole answer with a small HTML page, the connection closed after it."""
+    body = page_html(title=title).encode()
+    return (
+        b"HTTP/1.1 " + status + b"\r\nContent-Type: text/html; charset=utf-8\r\n"
+        b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body
+    )
+
+
 ODD_TARGET = b"/odd-target/caf"  # /odd-target/caf%XXe answers 200 for the byte XX
 
 
 def _odd_bytes(where: str, byte: bytes) -> bytes:
-    """An answer with ``byte`` inside its reason phrase, content type or validators."""
+    """An answer with ``byte`` inside its reason phrase, content type, validators or Location."""
     body = page_html(title="odd bytes").encode()
-    reason, kind, validators = b"OK", b"text/html", b""
+    reason, kind, extra = b"OK", b"text/html", b""
     if where == "reason":
         reason, body = b"Not" + byte + b"Found", b""
     elif where == "type":
         kind = b"text/ht" + byte + b"ml"
     elif where == "validators":
-        validators = b'ETag: "a' + byte + b'b"\r\nLast-Modified: Mon' + byte + b"day\r\n"
+        extra = b'ETag: "a' + byte + b'b"\r\nLast-Modified: Mon' + byte + b"day\r\n"
     elif where == "location":  # a redirect to ODD_TARGET with the byte in its path
-        validators, body = b"Location: " + ODD_TARGET + byte + b"e\r\n", b""
+        extra, body = b"Location: " + ODD_TARGET + byte + b"e\r\n", b""
     status = {"reason": b"404", "location": b"302"}.get(where, b"200")
     return (
         b"HTTP/1.1 "
@@ -542,7 +551,7 @@ def _odd_bytes(where: str, byte: bytes) -> bytes:
         + b"\r\nContent-Type: "
         + kind
         + b"\r\n"
-        + validators
+        + extra
         + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
         + body
     )
@@ -841,21 +850,12 @@ class HostileServer(RequestLog, _Closable):
             return
         if path.startswith("/odd-target/"):  # only the byte percent-encoded as it came
             found = re.fullmatch(re.escape(ODD_TARGET.decode()) + "%([0-9A-F]{2})e", url.raw_path)
-            status = b"200 OK" if found else b"404 Not Found"
-            body = page_html(title="odd target").encode()
-            writer.write(
-                b"HTTP/1.1 " + status + b"\r\nContent-Type: text/html; charset=utf-8\r\n"
-                b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body
-            )
+            writer.write(_raw_page(b"200 OK" if found else b"404 Not Found", "odd target"))
             await writer.drain()
             return
         if path == "/odd-bytes":
             writer.write(_odd_bytes(url.query.get("where", ""), bytes.fromhex(url.query["byte"])))
             await writer.drain()
             return
-        body = page_html(title="404").encode()
-        writer.write(
-            b"HTTP/1.1 404 Not Found\r\nContent-Type: text/html; charset=utf-8\r\n"
-            b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body
-        )
+        writer.write(_raw_page(b"404 Not Found", "404"))
         await writer.drain()
