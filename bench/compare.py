@@ -410,7 +410,13 @@ def print_rounds(rounds: list[list[Row]]) -> None:
         for rows in rounds:
             base = next((r for r in rows if r.tool == "crawler" and r.ok), None)
             peer = next((r for r in rows if r.tool == tool and r.ok), None)
-            if base is not None and peer is not None and base.wall_s and base.cpu_s:
+            if (
+                base is not None
+                and peer is not None
+                and base.wall_s
+                and base.cpu_s
+                and base.peak_rss_mb
+            ):
                 pairs.append((base, peer))
         if not pairs:
             print(f"  {tool:<12}{0:>7}")
@@ -508,14 +514,12 @@ def main(argv: list[str] | None = None) -> int:
             rounds.append(rows)
             if args.rounds > 1:
                 log(f"round {number + 1} of {args.rounds}: {', '.join(order)}")
-                print_table(rows, planted, args.pages)
+            print_table(rows, planted, args.pages)
     except KeyboardInterrupt:
         log("interrupted")
         return 130
     if args.rounds > 1:
         print_rounds(rounds)
-    else:
-        print_table(rounds[0], planted, args.pages)
     for rows in rounds:
         measure.append_result(
             {

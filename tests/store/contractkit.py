@@ -68,6 +68,7 @@ class Plan:
     results: dict[str, Result] = field(default_factory=dict)
     children: dict[str, list[Discovered]] = field(default_factory=dict)
     redirects: dict[str, str] = field(default_factory=dict)
+    anchors: dict[str, frozenset[str]] = field(default_factory=dict)  # pages' ids, if parsed
 
 
 async def drain(
@@ -85,6 +86,8 @@ async def drain(
                 outs.append(outcome(leased, MOVED, redirect_to=disc(target, leased.kind)))
             else:
                 res = plan.results.get(leased.url, OK)
-                outs.append(outcome(leased, res, children=plan.children.get(leased.url, ())))
+                children = plan.children.get(leased.url, ())
+                anchors = plan.anchors.get(leased.url)
+                outs.append(outcome(leased, res, children=children, anchors=anchors))
         assert all(await f.complete(owner, outs, now))
     raise AssertionError("drain did not converge")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from backends import Backend
-from contractkit import BROKEN, MOVED, OK, T0, TTL, Plan, disc, drain, outcome, u
+from contractkit import BROKEN, OK, T0, TTL, Plan, disc, drain, outcome, u
 
 from crawler.models import Result, ResultClass, UrlKind
 from crawler.report.model import BrokenLink, Location, ReportData
@@ -176,24 +176,17 @@ async def test_a_fragment_is_looked_for_where_the_redirects_end(db: Backend) -> 
     fragment row of its own."""
     f = await db.store()
     await f.enqueue([disc(u("p"))], T0)
-    (p,) = await f.lease("w1", 10, TTL, T0)
     kids = [
         disc(u(name), UrlKind.ANCHORS, fragment=fragment)
         for name, fragment in [("t", "here"), ("t", "gone"), ("l1", "x"), ("m", "y")]
     ]
-    await f.complete("w1", [outcome(p, children=kids, anchors=frozenset())], T0)
-    hops = {u("t"): u("n"), u("l1"): u("l2"), u("l2"): u("l1"), u("m"): u("dead")}
-    for _ in range(5):
-        outs = []
-        for leased in await f.lease("w1", 10, TTL, T0):
-            if leased.url in hops:
-                to = disc(hops[leased.url], UrlKind.ANCHORS)
-                outs.append(outcome(leased, MOVED, redirect_to=to))
-            elif leased.url == u("dead"):
-                outs.append(outcome(leased, BROKEN))
-            else:
-                outs.append(outcome(leased, anchors=frozenset({"here", "x", "y"})))
-        await f.complete("w1", outs, T0)
+    plan = Plan(
+        results={u("dead"): BROKEN},
+        children={u("p"): kids},
+        redirects={u("t"): u("n"), u("l1"): u("l2"), u("l2"): u("l1"), u("m"): u("dead")},
+        anchors={u("n"): frozenset({"here", "x", "y"})},
+    )
+    await drain(f, plan)
     report = await db.report(f.crawl_id)
     gone = (u("t") + "#gone", 200, f"fragment #gone not found (redirected to {u('n')})", [u("p")])
     assert [b for b in broken(report) if "#" in b[0]] == [gone]
