@@ -37,11 +37,11 @@ from crawler.config import DEFAULT_MAX_COOKIES_PER_HOST, CrawlSettings
 from crawler.errors import FailureKind
 from crawler.fetch_types import Fetched
 from crawler.net import localsite, storable
+from crawler.net.failures import ConnectFailed, NameNotResolved, ResponseError
 from crawler.net.heads import RequestHeads, host_header
-from crawler.net.http1 import ResponseError
 from crawler.net.jar import Jar
 from crawler.net.missing_names import MissingNames
-from crawler.net.pool import ConnectFailed, ConnectionPool, NameNotResolved
+from crawler.net.pool import ConnectionPool
 from crawler.net.resolver import AddressGuard, system_resolver
 from crawler.netguard import PrivateAddressError, parse_networks
 from crawler.patterns import compile_pattern

@@ -26,6 +26,8 @@ from typing import Protocol, cast
 import brotli
 import httptools
 
+from crawler.net.failures import Disconnected, ResponseError
+
 # The status line and headers of one answer, 1xx answers included: aiohttp's
 # parser refuses a line over 8 KiB; a header block of many lines is bounded here.
 MAX_HEAD_BYTES = 256 * 1024
@@ -34,20 +36,6 @@ HIGH_WATER = 256 * 1024
 # The most bytes one decoding step produces: a small compressed chunk can hold a
 # huge body, which is read in pieces of this size, never inflated at once.
 DECODE_STEP = 64 * 1024
-
-
-class ResponseError(Exception):
-    """The answer broke HTTP: a parse error, a header block too large, a bad encoding."""
-
-
-class Disconnected(ConnectionError):
-    """The server closed the connection before its answer ended."""
-
-    def __init__(self, *, answered: bool) -> None:
-        super().__init__(
-            "server disconnected" + (" in the middle of its answer" if answered else "")
-        )
-        self.answered = answered  # False: not a byte came back, the request may be sent again
 
 
 class Connection(asyncio.Protocol):
@@ -391,9 +379,8 @@ class Answer:
     def at_eof(self) -> bool:
         return self._eof and not self._pending
 
-    async def iter_chunked(self, n: int) -> AsyncIterator[bytes]:
-        while chunk := await self.read(n):
-            yield chunk
+    def iter_chunked(self, n: int) -> AsyncIterator[bytes]:
+        return _Chunks(self, n)
 
     async def _next(self) -> bytes:
         """The next decoded piece; b"" with ``_eof`` set at the end."""
@@ -405,3 +392,20 @@ class Answer:
             self._eof = True
             return decoder.finish() if decoder is not None else b""
         return decoder.decode(raw) if decoder is not None else raw
+
+
+class _Chunks:
+    """``Answer.iter_chunked``: a class, not an async generator, which mypyc cannot compile."""
+
+    def __init__(self, answer: Answer, n: int) -> None:
+        self._answer = answer
+        self._n = n
+
+    def __aiter__(self) -> _Chunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        chunk = await self._answer.read(self._n)
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk

@@ -27,7 +27,8 @@ import time
 from collections import OrderedDict, deque
 from types import TracebackType
 
-from crawler.net.http1 import Answer, Connection, Disconnected
+from crawler.net.failures import ConnectFailed, Disconnected, NameNotResolved
+from crawler.net.http1 import Answer, Connection
 from crawler.net.resolver import Address, Resolver
 from crawler.netguard import ip_literal
 
@@ -38,21 +39,6 @@ MAX_NAMES = 10_000
 
 Key = tuple[str, str, int]  # (scheme, host, port)
 Name = tuple[str, int]  # (host, port)
-
-
-class ConnectFailed(ConnectionError):
-    """No address of the host accepted a connection."""
-
-    def __init__(self, host: str, port: int, cause: OSError) -> None:
-        super().__init__(f"cannot connect to {host}:{port}: {cause.strerror or cause}")
-        self.host, self.port, self.cause = host, port, cause
-
-
-class NameNotResolved(OSError):
-    """The host's name did not resolve (``socket.gaierror`` underneath)."""
-
-    def __init__(self, host: str, cause: OSError) -> None:
-        super().__init__(f"{host}: {cause.strerror or cause}")
 
 
 class ConnectionPool:
