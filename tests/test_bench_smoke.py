@@ -41,6 +41,26 @@ def test_bench_smoke_run_is_exact(tmp_path: Path) -> None:
     assert "pages/s" in done.stdout
 
 
+def test_compare_runs_an_earlier_build_as_a_peer_of_the_crawler() -> None:
+    """``--tools crawler,before``: both crawl the same site each round, both exact, one ratio."""
+    done = subprocess.run(
+        [
+            sys.executable, "bench/compare.py", "--pages", "200", "--server", "python",
+            "--tools", "crawler,before", "--before-python", sys.executable, "--rounds", "2",
+            "--timeout-s", "120",
+        ],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    tables = [line.split() for line in done.stdout.splitlines() if line.startswith("  before ")]
+    assert len(tables) == 3, done.stdout  # a row in each round's table, then the medians
+    *rounds, summary = tables
+    for row in rounds:
+        found, planted = row[9].split("/")
+        assert found == planted, done.stdout  # every planted link, with its sources ("!" not)
+    assert summary[1] == "2", done.stdout  # two rounds paired with the crawler
+
+
 def test_thread_cpu_names_the_busy_thread_of_a_child() -> None:
     """A command whose child spins in a second thread: that thread leads the table."""
     spin = (
