@@ -324,15 +324,11 @@ PEERS = {
 
 
 def run_crawler(
-    site_dir: Path,
-    run_dir: Path,
-    args: argparse.Namespace,
-    *,
-    tool: str = "crawler",
-    python: str | None = None,
+    site_dir: Path, run_dir: Path, args: argparse.Namespace, tool: str = "crawler"
 ) -> Row:
-    """One crawl by this checkout's crawler (or ``--crawler-python``'s); ``tool``
-    "before" runs ``python`` instead (``--before-python``), as a peer."""
+    """One crawl by this checkout's crawler (or ``--crawler-python``'s); the tool
+    "before" is ``--before-python``'s, as a peer."""
+    python = args.before_python if tool == "before" else args.crawler_python
     work = run_dir / tool
     work.mkdir(parents=True)
     with serve.Server(
@@ -346,7 +342,7 @@ def run_crawler(
             concurrency=args.concurrency,
             timeout_s=args.timeout_s,
             extra_args=args.crawler_arg,
-            python=python or args.crawler_python,
+            python=python,
         )
     truth = json.loads((site_dir / sitegen.TRUTH).read_text())
     found = fig["broken_found"]
@@ -454,7 +450,7 @@ def run_round(
                 log("before skipped: no --before-python")
                 rows.append(Row(tool, False, "no --before-python"))
                 continue
-            rows.append(run_crawler(site_dir, run_dir, args, tool=tool, python=args.before_python))
+            rows.append(run_crawler(site_dir, run_dir, args, tool))
         elif tool in PEERS:
             peer = PEERS[tool]
             problem = peer.install()
