@@ -44,6 +44,7 @@ COMPILED = [
     "crawler/engine/workers.py",
     "crawler/engine/parse_child.py",
     "crawler/engine/parse_pool.py",
+    "crawler/store/url_cache.py",
     "crawler/store/sqlite/bulk.py",
     "crawler/store/sqlite/links.py",
     "crawler/store/sqlite/completion.py",

@@ -192,7 +192,7 @@ class SqliteBackend(Backend):
         return AsyncFrontier(db.open_database(self.db), crawl_id, **options)
 
     def shrink_seen_cache(self, store: FrontierStore, size: int) -> None:
-        store.sync._seen_cap = size  # type: ignore[attr-defined]
+        store.sync._seen.resize(size)  # type: ignore[attr-defined]
 
     async def merge_links(self) -> int:
         from crawler.store.sqlite import links
@@ -240,7 +240,7 @@ class PostgresBackend(Backend):
         return PostgresFrontier.connect(self.db, crawl_id, **options)
 
     def shrink_seen_cache(self, store: FrontierStore, size: int) -> None:
-        store._recorder._seen_cap = size  # type: ignore[attr-defined]
+        store._recorder._seen.resize(size)  # type: ignore[attr-defined]
 
     async def _connection(self) -> Any:
         if self._conn is None:

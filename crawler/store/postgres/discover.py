@@ -35,9 +35,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from crawler.models import Discovered, UrlKind, UrlState
+from crawler.store import url_cache
 from crawler.store.postgres import arrays
 
-DEFAULT_SEEN_CACHE_SIZE = 50_000
+DEFAULT_SEEN_CACHE_SIZE = 120_000  # URLs remembered, as on SQLite (crawler.store.url_cache)
 HOST_CACHE_SIZE = 20_000
 EARLIER_CRAWLS = 20  # --max-cache-age looks this many crawls back, as on SQLite
 _COUNT_LOCK = 0x43524C58  # with the crawl id: serializes inserts under --max-urls
@@ -157,11 +158,9 @@ class Recorder:
         self.crawl_id = crawl_id
         self._max_urls = max_urls
         self._max_cache_age_s = max_cache_age_s
-        # url -> (id, kind, settled): rows are never deleted, kinds only grow
-        # and a settled row stays settled, so an entry stays true whatever
-        # other workers do (a row settled since is only a link kept open).
-        self._seen: OrderedDict[str, tuple[int, int, bool]] = OrderedDict()
-        self._seen_cap = seen_cache_size
+        # An entry stays true whatever other workers do (a row settled since
+        # is only a link kept open): crawler.store.url_cache.
+        self._seen = url_cache.UrlCache(seen_cache_size)
         self._host_ids: OrderedDict[str, int] = OrderedDict()
 
     def forget(self) -> None:
@@ -181,12 +180,9 @@ class Recorder:
         todo: list[int] = []
         seen_get = self._seen.get
         for i, (item, _, _) in enumerate(found):
-            # A hit is not moved to the end (one call less per link): the
-            # cache drops the oldest entries first, and a URL it dropped is
-            # only looked up again.
             cached = seen_get(item.url)
-            if cached is not None and cached[1] >= item.kind:
-                ids[i], settled[i] = cached[0], cached[2]
+            if cached is not None and url_cache.kind_of(cached) >= item.kind:
+                ids[i], settled[i] = url_cache.row_id(cached), url_cache.is_settled(cached)
             else:
                 todo.append(i)
         if not todo:
@@ -234,14 +230,16 @@ class Recorder:
             row = plan[url]
             assert row.id is not None
             ids[i], settled[i] = row.id, row.settled
-            self._remember(url, row.id, row.kind, row.settled)
+            entry = url_cache.pack(row.id, row.kind, row.settled)
+            if row.is_new:
+                self._seen.put_new(url, entry)
+            else:
+                self._seen.put(url, entry)
         return ids, settled, new
 
     def settle(self, url: str) -> None:
         """``url`` was just crawled OK as a page: links to it are settled from now on."""
-        cached = self._seen.get(url)
-        if cached is not None:
-            self._seen[url] = (cached[0], cached[1], True)
+        self._seen.settle(url)
 
     async def _insert(
         self, conn: Any, plan: dict[str, _Planned], now: float, results: list[ResultRow]
@@ -330,9 +328,3 @@ class Recorder:
             while len(self._host_ids) > HOST_CACHE_SIZE:
                 self._host_ids.popitem(last=False)
         return found
-
-    def _remember(self, url: str, url_id: int, kind: int, settled: bool) -> None:
-        self._seen[url] = (url_id, kind, settled)
-        self._seen.move_to_end(url)
-        if len(self._seen) > self._seen_cap:
-            self._seen.popitem(last=False)

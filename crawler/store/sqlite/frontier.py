@@ -38,11 +38,13 @@ from crawler.models import (
     UrlKind,
     UrlState,
 )
-from crawler.store import liveness, worker_counts
+from crawler.store import liveness, url_cache, worker_counts
 from crawler.store.sqlite import bulk, completion, links, recorded, recrawl
 from crawler.store.sqlite.db import WRITER_BUSY_TIMEOUT_MS, atomic
 
-DEFAULT_SEEN_CACHE_SIZE = 50_000
+# URLs the writer remembers (crawler.store.url_cache): a crawl of up to this many
+# URLs needs no probe of the table at all (``_cache_is_whole``).
+DEFAULT_SEEN_CACHE_SIZE = 120_000
 HOST_CACHE_SIZE = 20_000
 # A merge of open links due with fewer URLs than this left to lease waits (merge_links_due):
 # about a second of leases, against a merge's third of a second per 200,000 links.
@@ -79,10 +81,11 @@ WHERE id IN (SELECT value FROM json_each(?1))
 """
 
 
-# What the writer remembers of a URL: (id, kind, settled). "Settled" means a
-# page crawled with an OK result: never fetched again, never reported, so
-# links to it go to the append-friendly link_settled table.
-Known = tuple[int, int, int]
+# What the writer remembers of a URL: its id, kind and settledness packed into
+# one int (``url_cache.pack``). "Settled" means a page crawled with an OK
+# result: never fetched again, never reported, so links to it go to the
+# append-friendly link_settled table.
+Known = int
 
 
 class Frontier:
@@ -100,8 +103,7 @@ class Frontier:
         self._conn = conn
         self.crawl_id = crawl_id
         self._max_urls = max_urls
-        self._seen: OrderedDict[str, Known] = OrderedDict()
-        self._seen_cap = seen_cache_size
+        self._seen = url_cache.UrlCache(seen_cache_size)
         # The table's max(id) as of which the cache holds every URL of this
         # crawl (``_cache_is_whole``); None when it may not.
         self._whole_through: int | None = None
@@ -125,7 +127,7 @@ class Frontier:
         try:
             with atomic(self._conn):
                 self.add_seeds(seeds, now)
-                if self._whole_through is not None:  # the seeds are in the cache too
+                if self._holds_whole_crawl():  # the seeds are in the cache too
                     self._whole_through = self._max_id()
         except BaseException:
             self._forget_uncommitted()
@@ -374,17 +376,15 @@ class Frontier:
         """Children, redirect targets, links, results of a batch's accepted completions.
 
         The per-link work is a cache lookup and a tuple: new URLs get their ids
-        here (``_NewUrls``) and every table is written once for the batch. A
-        hit is not moved to the cache's end (a call less per link): the cache
-        drops its oldest entries first, and a dropped URL is only looked up again.
+        here (``_NewUrls``) and every table is written once for the batch.
         """
         copies = [o for o in done if o.recorded is not None]
         if copies and self._max_urls is not None:  # counted URL by URL: in Python
             done, copies = recorded.expanded(self._conn, done), []
         seen = self._seen
         for outcome in done:
-            if outcome.settles and (known := seen.get(outcome.leased.url)):
-                seen[outcome.leased.url] = (known[0], known[1], 1)
+            if outcome.settles:
+                seen.settle(outcome.leased.url)
         new = _NewUrls(self._conn, None if self._cache_is_whole() else self._absent_from(done))
         if self._max_urls is not None:
             self._count_urls()  # exact now, kept exact by _bump_count
@@ -399,13 +399,13 @@ class Frontier:
             if outcome.redirect_to is not None:
                 redirect = self._find(outcome.redirect_to, leased.depth, leased.hop + 1, now, new)
                 if redirect is not None:
-                    redirect_id = redirect[0]
+                    redirect_id = redirect >> url_cache.ID_SHIFT
                     open_rows.setdefault((redirect_id, source, ""), ("redirect", None))
             depth = leased.depth + 1
             for child in outcome.children:
                 url, _, kind, element, fragment, _, _, line, column = child
                 target = seen_get(url)
-                if target is None or target[1] < kind:
+                if target is None or (target >> 1 & 3) < kind:  # url_cache.kind_of, inline
                     target = self._find(child, depth, 0, now, new)
                     if target is None:
                         continue
@@ -416,10 +416,11 @@ class Frontier:
                     at = line << 10 | column
                 else:
                     at = -(line << 32 | column)
-                if target[2] and not fragment:
-                    settled_append((source, target[0], element, at))
+                target_id = target >> 3  # url_cache.row_id, inline
+                if target & 1 and not fragment:
+                    settled_append((source, target_id, element, at))
                 else:
-                    open_rows.setdefault((target[0], source, fragment), (element, at))
+                    open_rows.setdefault((target_id, source, fragment), (element, at))
             rows.add_outcome(outcome, redirect_id, now)
             if outcome.render_issues:  # a page rendered again keeps only its latest issues
                 self._conn.execute("DELETE FROM render_issue WHERE url_id = ?", (source,))
@@ -434,7 +435,7 @@ class Frontier:
             self._recorded.copy(copies, now)
             self._whole_through = None
             self._url_count = None
-        elif self._whole_through is not None:
+        elif self._holds_whole_crawl():
             self._whole_through = self._max_id()
 
     def _find(
@@ -445,14 +446,17 @@ class Frontier:
         A URL the batch's probe found absent, of a plain kind, is given its id
         here and inserted with the batch's others; anything else (an upgrade,
         a skipped URL, the ``max_urls`` bound, a cache miss) goes through
-        ``_upsert`` after the batch's new rows are written.
+        ``_upsert`` after the batch's new rows are written. A new URL the
+        cache leaves out (``UrlCache.put_new``) is remembered for the batch.
         """
         cached = self._seen.get(item.url)
-        if cached is not None and cached[1] >= item.kind:
+        if cached is None:
+            cached = new.recent.get(item.url)
+        if cached is not None and url_cache.kind_of(cached) >= item.kind:
             return cached
         # While the cache is whole (``new.absent`` None) every miss is a new URL.
         absent = new.absent
-        is_new = self._whole_through is not None if absent is None else item.url in absent
+        is_new = self._holds_whole_crawl() if absent is None else item.url in absent
         if (
             cached is None
             and is_new
@@ -465,7 +469,10 @@ class Frontier:
             host_id = self._host_id(item.host) if item.host else None
             url_id = new.add(self.crawl_id, item.url, host_id, int(item.kind), depth, hop)
             self._bump_count()
-            return self._remember(item.url, url_id, int(item.kind), 0)
+            entry = url_cache.pack(url_id, int(item.kind), 0)
+            if not self._seen.put_new(item.url, entry):
+                new.recent[item.url] = entry
+            return entry
         new.flush()
         known = self._upsert(item, depth=depth, hop=hop, now=now)
         new.next_id = None  # _upsert may have inserted a row
@@ -474,12 +481,11 @@ class Frontier:
     def _upsert(self, item: Discovered, *, depth: int, hop: int, now: float) -> Known | None:
         """Insert or find a URL row; return (id, kind, settled), or None past ``max_urls``."""
         cached = self._seen.get(item.url)
-        if cached is not None and cached[1] >= item.kind:
-            self._seen.move_to_end(item.url)
+        if cached is not None and url_cache.kind_of(cached) >= item.kind:
             return cached
         if self._max_urls is not None and self._count_urls() >= self._max_urls:
             existing = self._existing_id(item.url)
-            return None if existing is None else (existing, int(item.kind), 0)
+            return None if existing is None else url_cache.pack(existing, int(item.kind), 0)
         host_id = self._host_id(item.host) if item.host else None
         state = UrlState.DONE if item.kind == UrlKind.SKIP else UrlState.PENDING
         row = self._conn.execute(
@@ -531,7 +537,7 @@ class Frontier:
         writer's last commit; the crawl's rows are loaded once, at the first
         batch, if they fit.
         """
-        if self._whole_through is not None:
+        if self._holds_whole_crawl():
             if self._max_id() == self._whole_through:
                 return True
             self._whole_through = None  # another writer added rows: probe from now on
@@ -539,7 +545,7 @@ class Frontier:
             return False
         self._whole_tried = True
         top = self._max_id()
-        limit = self._seen_cap // 2
+        limit = self._seen.capacity // 2
         rows = self._conn.execute(
             "SELECT url, id, kind, settled FROM url WHERE crawl_id = ? LIMIT ?",
             (self.crawl_id, limit + 1),
@@ -619,12 +625,19 @@ class Frontier:
         self._recorded.forget()
 
     def _remember(self, url: str, url_id: int, kind: int, settled: int) -> Known:
-        known = self._seen[url] = (url_id, kind, settled)
-        self._seen.move_to_end(url)
-        if len(self._seen) > self._seen_cap:
-            self._seen.popitem(last=False)
-            self._whole_through = None
+        known = url_cache.pack(url_id, kind, settled)
+        self._seen.put(url, known)
         return known
+
+    def _holds_whole_crawl(self) -> bool:
+        """The cache held every URL of the crawl at ``_whole_through``: it has dropped none.
+
+        Any lookup may drop entries (a hit moves to the young generation), so
+        this asks the cache, not the last ``_remember``.
+        """
+        if self._seen.dropped:
+            self._whole_through = None
+        return self._whole_through is not None
 
     def _existing_id(self, url: str) -> int | None:
         row = self._conn.execute(
@@ -705,6 +718,8 @@ class _NewUrls:
         # The batch's URLs not in the table when it began; None when the
         # writer's cache holds the whole crawl (every miss is new).
         self.absent = absent
+        # New URLs of the batch the cache was not given (``Frontier._find``).
+        self.recent: dict[str, int] = {}
         self.next_id: int | None = None
         self._rows: list[tuple[int, int, str, int | None, int, int, int]] = []
 
