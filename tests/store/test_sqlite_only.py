@@ -471,6 +471,31 @@ def test_rows_another_writer_added_between_batches_are_found(conn: sqlite3.Conne
     assert targets == [(u("b"),), (u("c"),), (u("d"),)]
 
 
+def test_a_row_given_an_id_another_crawl_had_is_found_all_the_same(
+    conn: sqlite3.Connection,
+) -> None:
+    """Another crawl's newest rows deleted and their ids given again to this crawl's rows
+    by another writer: max(id) is back where the cache saw it whole. The batch that
+    collides runs again, probing."""
+    f = new_frontier(conn)
+    f.enqueue([disc(u(""))], T0)
+    other_crawl = Frontier(conn, crawls.create(conn, [], {}, T0))
+    other_crawl.enqueue([disc(u(f"x{i}")) for i in range(5)], T0)
+    (root,) = f.lease("w1", 10, TTL, T0)
+    assert f.complete("w1", [outcome(root)], T0) == [True]  # whole, as of x4's id
+    conn.execute("DELETE FROM url WHERE crawl_id = ?", (other_crawl.crawl_id,))
+    Frontier(conn, f.crawl_id).enqueue([disc(u(f"y{i}")) for i in range(5)], T0)  # x's ids
+    y0 = next(row for row in f.lease("w1", 10, TTL, T0) if row.url == u("y0"))
+    assert f.complete("w1", [outcome(y0, children=[disc(u("y1"))])], T0) == [True]
+    rows = conn.execute(
+        "SELECT id FROM url WHERE crawl_id = ? AND url = ?", (f.crawl_id, u("y1"))
+    ).fetchall()
+    assert len(rows) == 1
+    assert (
+        conn.execute("SELECT target_id FROM link WHERE source_id = ?", (y0.id,)).fetchall() == rows
+    )
+
+
 def test_a_row_completed_twice_in_one_batch_is_accepted_once(conn: sqlite3.Connection) -> None:
     f = new_frontier(conn)
     f.enqueue([disc(u("")), disc(u("x"))], T0)

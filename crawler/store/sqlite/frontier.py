@@ -186,24 +186,36 @@ class Frontier:
         if any(o.recorded is not None for o in outcomes):
             self.previous_crawl()  # its links all in link_open, where the copy reads them
         try:
-            with atomic(self._conn):
-                accepted = completion.take_leases(self._conn, owner, outcomes, now)
-                pairs = zip(outcomes, accepted, strict=True)
-                done = [o for o, ok in pairs if ok and o.result is not None]
-                if done:
-                    self._record_done(done, now)
-                urls, pages = worker_counts.tally(outcomes, accepted)
-                if urls:
-                    self._conn.execute(
-                        "UPDATE worker SET urls_done = urls_done + ?, "
-                        "pages_done = pages_done + ? WHERE token = ?",
-                        (urls, pages, owner),
-                    )
-        except BaseException:
+            accepted = self._complete_once(owner, outcomes, now)
+        except BaseException as exc:
             self._forget_uncommitted()
-            raise
+            if not isinstance(exc.__cause__, sqlite3.IntegrityError):
+                raise
+            # A new row that collides: the cache took itself for the whole
+            # crawl when it was not (``_cache_is_whole``). Once more, probing.
+            try:
+                accepted = self._complete_once(owner, outcomes, now)
+            except BaseException:
+                self._forget_uncommitted()
+                raise
         if merge_links:
             links.merge_due(self._conn)
+        return accepted
+
+    def _complete_once(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
+        with atomic(self._conn):
+            accepted = completion.take_leases(self._conn, owner, outcomes, now)
+            pairs = zip(outcomes, accepted, strict=True)
+            done = [o for o, ok in pairs if ok and o.result is not None]
+            if done:
+                self._record_done(done, now)
+            urls, pages = worker_counts.tally(outcomes, accepted)
+            if urls:
+                self._conn.execute(
+                    "UPDATE worker SET urls_done = urls_done + ?, "
+                    "pages_done = pages_done + ? WHERE token = ?",
+                    (urls, pages, owner),
+                )
         return accepted
 
     def merge_links_due(self, *, dry: bool) -> int:
@@ -535,7 +547,10 @@ class Frontier:
         10,000-page crawl's links then need no probe at all. The table's
         ``max(id)`` tells whether another process added rows since this
         writer's last commit; the crawl's rows are loaded once, at the first
-        batch, if they fit.
+        batch, if they fit. Should another crawl's newest rows be deleted and
+        their ids given again to this crawl's rows, ``max(id)`` may come back
+        to the same value: the batch's new rows then collide, and ``complete``
+        runs it once more, probing.
         """
         if self._holds_whole_crawl():
             if self._max_id() == self._whole_through:
