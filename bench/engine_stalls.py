@@ -58,7 +58,8 @@ def _sample():
         _samples.append((
             engine._fetching, engine._buffered, len(engine._running), len(engine._outcomes),
             engine._committing, sum(len(h.pending) for h in helpers), limit,
-            engine._parsed_here,
+            engine._parsed_here, int(engine._frontier_dry),
+            int(engine._leasing is not None and not engine._leasing.done()),
         ))
 
 
@@ -85,6 +86,11 @@ def summarize(samples: list[list[int]]) -> dict[str, float]:
     return {
         "samples": len(middle),
         "slots free, no row leased": sum(1 for s in free if s[1] == 0) / n,
+        "  of which the last lease found the frontier dry": sum(
+            1 for s in free if s[1] == 0 and s[8]
+        )
+        / n,
+        "  of which a lease is on its way": sum(1 for s in free if s[1] == 0 and s[9]) / n,
         "slots free, tasks' limit reached": sum(1 for s in free if s[1] > 0 and s[2] >= 2 * s[6])
         / n,
         "fetches running": sum(s[0] for s in middle) / n,
@@ -113,7 +119,7 @@ def main() -> int:
         samples = json.loads(out.read_text())
     print(f"exit {code}")
     for name, value in summarize(samples).items():
-        if name.startswith("slots"):
+        if name.lstrip().startswith(("slots", "of which")):
             shown = f"{value:.0%}"
         elif name.startswith(("samples", "pages parsed")):
             shown = f"{value:.0f}"
