@@ -61,7 +61,7 @@ class UrlCache:
         """The URL's entry, or None; a hit in the old generation moves to the young one."""
         entry = self._young.get(url)
         if entry is None:
-            entry = self._old.get(url)
+            entry = self._old.pop(url, None)  # moved, not copied: no URL held twice
             if entry is not None:
                 self.put(url, entry)
         return entry
@@ -103,5 +103,5 @@ class UrlCache:
         self._old.clear()
 
     def __len__(self) -> int:
-        """Entries held (a URL in both generations counts twice)."""
+        """Entries held (a URL put again while in the old generation counts twice)."""
         return len(self._young) + len(self._old)

@@ -25,6 +25,7 @@ def test_a_hit_in_the_old_generation_survives_the_next_rotation() -> None:
     cache.put("a", 1)
     cache.put("b", 2)  # young full: a and b are the old generation now
     assert cache.get("a") == 1  # moved to the young generation
+    assert len(cache) == 2  # moved, not copied
     cache.put("c", 3)  # young full again: b dropped, a and c kept
     assert cache.dropped
     assert cache.get("b") is None
