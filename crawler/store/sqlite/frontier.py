@@ -411,7 +411,7 @@ class Frontier:
             if outcome.redirect_to is not None:
                 redirect = self._find(outcome.redirect_to, leased.depth, leased.hop + 1, now, new)
                 if redirect is not None:
-                    redirect_id = redirect >> url_cache.ID_SHIFT
+                    redirect_id = url_cache.row_id(redirect)
                     open_rows.setdefault((redirect_id, source, ""), ("redirect", None))
             depth = leased.depth + 1
             for child in outcome.children:
@@ -491,7 +491,7 @@ class Frontier:
         return known
 
     def _upsert(self, item: Discovered, *, depth: int, hop: int, now: float) -> Known | None:
-        """Insert or find a URL row; return (id, kind, settled), or None past ``max_urls``."""
+        """Insert or find a URL row; its entry (``url_cache.pack``), or None past ``max_urls``."""
         cached = self._seen.get(item.url)
         if cached is not None and url_cache.kind_of(cached) >= item.kind:
             return cached
