@@ -561,13 +561,16 @@ class Frontier:
         self._whole_tried = True
         top = self._max_id()
         limit = self._seen.capacity // 2
-        rows = self._conn.execute(
-            "SELECT url, id, kind, settled FROM url WHERE crawl_id = ? LIMIT ?",
+        # Counted first: a resumed crawl past the limit reads no rows into memory.
+        (count,) = self._conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM url WHERE crawl_id = ? LIMIT ?)",
             (self.crawl_id, limit + 1),
-        ).fetchall()
-        if len(rows) > limit:
+        ).fetchone()
+        if count > limit:
             return False
-        for url, url_id, kind, settled in rows:
+        for url, url_id, kind, settled in self._conn.execute(
+            "SELECT url, id, kind, settled FROM url WHERE crawl_id = ?", (self.crawl_id,)
+        ):
             self._remember(url, url_id, kind, settled)
         self._whole_through = top
         return True
