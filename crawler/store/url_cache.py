@@ -92,11 +92,11 @@ class UrlCache:
             self.put(url, entry | 1)
 
     def resize(self, capacity: int) -> None:
-        """A new bound (tests shrink it so the database's own key does the dedup)."""
+        """A new bound; what it held is dropped (tests shrink it so the database's key dedups)."""
         self._half = max(1, capacity // 2)
-        if len(self) > self.capacity or len(self._young) >= self._half:
+        if len(self):
             self.dropped = True
-            self._old, self._young = {}, {}
+            self.clear()
 
     def clear(self) -> None:
         self._young.clear()

@@ -188,34 +188,34 @@ class Frontier:
         try:
             accepted = self._complete_once(owner, outcomes, now)
         except BaseException as exc:
-            self._forget_uncommitted()
             if not isinstance(exc.__cause__, sqlite3.IntegrityError):
                 raise
             # A new row that collides: the cache took itself for the whole
             # crawl when it was not (``_cache_is_whole``). Once more, probing.
-            try:
-                accepted = self._complete_once(owner, outcomes, now)
-            except BaseException:
-                self._forget_uncommitted()
-                raise
+            accepted = self._complete_once(owner, outcomes, now)
         if merge_links:
             links.merge_due(self._conn)
         return accepted
 
     def _complete_once(self, owner: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
-        with atomic(self._conn):
-            accepted = completion.take_leases(self._conn, owner, outcomes, now)
-            pairs = zip(outcomes, accepted, strict=True)
-            done = [o for o, ok in pairs if ok and o.result is not None]
-            if done:
-                self._record_done(done, now)
-            urls, pages = worker_counts.tally(outcomes, accepted)
-            if urls:
-                self._conn.execute(
-                    "UPDATE worker SET urls_done = urls_done + ?, "
-                    "pages_done = pages_done + ? WHERE token = ?",
-                    (urls, pages, owner),
-                )
+        """``complete``'s transaction; after a rollback the caches are forgotten."""
+        try:
+            with atomic(self._conn):
+                accepted = completion.take_leases(self._conn, owner, outcomes, now)
+                pairs = zip(outcomes, accepted, strict=True)
+                done = [o for o, ok in pairs if ok and o.result is not None]
+                if done:
+                    self._record_done(done, now)
+                urls, pages = worker_counts.tally(outcomes, accepted)
+                if urls:
+                    self._conn.execute(
+                        "UPDATE worker SET urls_done = urls_done + ?, "
+                        "pages_done = pages_done + ? WHERE token = ?",
+                        (urls, pages, owner),
+                    )
+        except BaseException:
+            self._forget_uncommitted()
+            raise
         return accepted
 
     def merge_links_due(self, *, dry: bool) -> int:
