@@ -11,7 +11,6 @@ the one a full crawl of the changed site gives. Both backends.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -228,60 +227,3 @@ def test_recrawl_lays_config_files_environment_and_flags_over_the_previous_crawl
     assert config["timeout_s"] == 4  # the environment wins over the file
     assert config["exclude"] == ["/c1$", "/a1$"]  # the previous crawl's, plus the ignore file
     assert site.conditional["/a1"] + site.full["/a1"] == 0
-
-
-# Settled links as SQLite wrote them before migration 0026: a row each in link_settled.
-_AS_BEFORE_0026 = (
-    """INSERT INTO link_settled (source_id, target_id, element, at)
-    SELECT p.source_id, json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'),
-           json_extract(j.value, '$[2]')
-    FROM link_settled_page p, json_each(p.links) j""",
-    "DELETE FROM link_settled_page",
-)
-
-
-@pytest.mark.parametrize("copy", ["sql", "python"])  # --max-urls: links copied through Python
-def test_a_recrawl_reads_the_settled_links_a_crawl_before_0026_recorded(
-    site: ConditionalSite, tmp_path: Path, copy: str
-) -> None:
-    """A crawl recorded before settled links went one row a page (migration 0026) is
-    re-crawled as one recorded after: its link_settled rows are still its links."""
-    db = str(tmp_path / "c.db")
-    bound = ["--max-urls", "1000"] if copy == "python" else []
-    first = run_cli("crawl", site.url("/"), "--db", db, "-n", *bound, cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
-    conn = sqlite3.connect(db)
-    with conn:
-        (settled,) = conn.execute("SELECT count(*) FROM link_settled_page").fetchone()
-        assert settled > 0  # there is something to move
-        before = sorted(conn.execute("SELECT * FROM link"))
-        for statement in _AS_BEFORE_0026:
-            conn.execute(statement)
-        assert sorted(conn.execute("SELECT * FROM link")) == before
-    conn.close()
-    change(site)
-    site.reset_counts()
-
-    again = run_cli("recrawl", "--db", db, "-n", cwd=tmp_path)
-    assert again.returncode == 2, again.stderr
-    assert all(site.full[path] == 0 for path in UNCHANGED)  # answered 304: links copied
-    recrawled = store_open.load_report(db)
-    full = run_cli("crawl", site.url("/"), "--db", db, "-n", *bound, cwd=tmp_path)
-    assert full.returncode == 2, full.stderr
-    fresh = store_open.load_report(db)
-    assert comparable(recrawled) == comparable(fresh)
-    assert _links(db, recrawled.crawl.id) == _links(db, fresh.crawl.id)
-
-
-def _links(db: str, crawl_id: int) -> set[tuple[str, str, str, str, int | None]]:
-    """(source, target, element, fragment, line) of every link of a crawl (the view)."""
-    conn = sqlite3.connect(db)
-    try:
-        sql = (
-            "SELECT s.url, t.url, l.element, l.fragment, l.line FROM link l "
-            "JOIN url s ON s.id = l.source_id JOIN url t ON t.id = l.target_id "
-            "WHERE s.crawl_id = ?"
-        )
-        return set(conn.execute(sql, (crawl_id,)))
-    finally:
-        conn.close()
