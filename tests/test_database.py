@@ -37,7 +37,6 @@ TABLES = {
     "link_run",
     "link_fresh",
     "link_settled",
-    "link_settled_page",
     "worker",
     "_migrations",
 }

@@ -65,12 +65,7 @@ class Backend:
         "(SELECT target_id, source_id, fragment, element FROM link_open "
         "UNION ALL SELECT target_id, source_id, fragment, element FROM link_fresh)"
     )
-    # A page's settled links in one row (crawler/migrations/sqlite/0026).
-    settled_links = (
-        "(SELECT target_id, source_id, fragment, element FROM link_settled "
-        "UNION ALL SELECT json_extract(j.value, '$[0]'), p.source_id, '', "
-        "json_extract(j.value, '$[1]') FROM link_settled_page p, json_each(p.links) j)"
-    )
+    settled_links = "link_settled"
 
     name: str
 

@@ -96,8 +96,7 @@ async def test_deleting_a_run_deletes_its_deliveries_only(store: ServiceStore) -
 
 # Tables whose rows are keyed by a URL of the crawl (``url_id``), and the link tables.
 _URL_KEYED = ("result", "anchor", "page_validator", "render_issue")
-# ``link``: every link, whichever table holds it (a row a page of settled links too).
-_LINK_TABLES = ("link_open", "link_fresh", "link_settled", "link")
+_LINK_TABLES = ("link_open", "link_fresh", "link_settled")
 
 
 def _ring_site() -> Site:

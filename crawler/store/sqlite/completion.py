@@ -38,7 +38,7 @@ WHERE url.id = r.id AND url.state = 1 AND url.lease_owner = ?2
 """
 
 # A row upgraded from check to page while we held it goes back to pending. A
-# page crawled OK is settled: links to it go to link_settled_page from now on.
+# page crawled OK is settled: links to it go to link_settled from now on.
 # Rows of ?1: (id, kind leased, settles); ?2 the owner.
 _DONE = f"""
 UPDATE url SET state = CASE WHEN url.kind = d.kind THEN 2 ELSE 0 END,
@@ -110,9 +110,8 @@ class Rows:
     """What a batch's accepted completions store besides ``url`` rows, written together."""
 
     results: list[ResultRow] = field(default_factory=list)
-    # (source, [(target, element, at), ...]): a page's links to settled pages (no
-    # fragment), one per target, in one row (migration 0026)
-    settled: list[tuple[int, list[tuple[int, str, int | None]]]] = field(default_factory=list)
+    # (source, target, element, at): links to settled pages (no fragment)
+    settled: list[tuple[int, int, str, int | None]] = field(default_factory=list)
     # (target, source, fragment) -> (element, at): the first of duplicates wins
     open: dict[tuple[int, int, str], tuple[str, int | None]] = field(default_factory=dict)
     anchors: list[tuple[int, str]] = field(default_factory=list)
@@ -148,8 +147,10 @@ class Rows:
         """One statement per table (inside the caller's transaction; url rows already there)."""
         if self.open:
             links.record(conn, self.open)
-        settled_head = "INSERT OR IGNORE INTO link_settled_page (source_id, links)"
-        bulk.insert(conn, settled_head, self.settled)
+        bulk.insert(
+            conn, "INSERT OR IGNORE INTO link_settled (source_id, target_id, element, at)",
+            self.settled,
+        )  # fmt: skip
         bulk.insert(conn, "INSERT OR IGNORE INTO anchor (url_id, name)", self.anchors)
         self.results.sort(key=lambda r: r[0])
         bulk.insert(conn, _RESULT_INTO, self.results, _RESULT_CONFLICT)

@@ -34,7 +34,6 @@ _BATCH_STATEMENTS = (
     f"DELETE FROM link_open WHERE source_id IN {_IN_BATCH}",
     f"DELETE FROM link_fresh WHERE source_id IN {_IN_BATCH}",  # not merged yet
     f"DELETE FROM link_settled WHERE source_id IN {_IN_BATCH}",
-    f"DELETE FROM link_settled_page WHERE source_id IN {_IN_BATCH}",
     f"DELETE FROM anchor WHERE url_id IN {_IN_BATCH}",
     f"DELETE FROM page_validator WHERE url_id IN {_IN_BATCH}",
     f"DELETE FROM render_issue WHERE url_id IN {_IN_BATCH}",

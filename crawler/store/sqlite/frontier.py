@@ -84,7 +84,7 @@ WHERE id IN (SELECT value FROM json_each(?1))
 # What the writer remembers of a URL: its id, kind and settledness packed into
 # one int (``url_cache.pack``). "Settled" means a page crawled with an OK
 # result: never fetched again, never reported, so links to it go to the
-# source page's one row of such links (link_settled_page).
+# append-friendly link_settled table.
 Known = int
 
 
@@ -401,7 +401,7 @@ class Frontier:
         if self._max_urls is not None:
             self._count_urls()  # exact now, kept exact by _bump_count
         rows = completion.Rows()
-        settled_rows = rows.settled
+        settled_append = rows.settled.append
         open_rows = rows.open
         seen_get = seen.get
         for outcome in done:
@@ -414,8 +414,6 @@ class Frontier:
                     redirect_id = url_cache.row_id(redirect)
                     open_rows.setdefault((redirect_id, source, ""), ("redirect", None))
             depth = leased.depth + 1
-            settled: list[tuple[int, str, int | None]] = []
-            settled_targets: set[int] = set()  # the first link to a target is kept
             for child in outcome.children:
                 url, _, kind, element, fragment, _, _, line, column = child
                 target = seen_get(url)
@@ -432,13 +430,9 @@ class Frontier:
                     at = -(line << 32 | column)
                 target_id = target >> 3  # url_cache.row_id, inline
                 if target & 1 and not fragment:
-                    if target_id not in settled_targets:
-                        settled_targets.add(target_id)
-                        settled.append((target_id, element, at))
+                    settled_append((source, target_id, element, at))
                 else:
                     open_rows.setdefault((target_id, source, fragment), (element, at))
-            if settled:
-                settled_rows.append((source, settled))
             rows.add_outcome(outcome, redirect_id, now)
             if outcome.render_issues:  # a page rendered again keeps only its latest issues
                 self._conn.execute("DELETE FROM render_issue WHERE url_id = ?", (source,))

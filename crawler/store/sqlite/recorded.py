@@ -25,7 +25,7 @@ of a re-crawl's work; here a batch of such pages costs a few statements:
    of an earlier crawl under ``--max-cache-age``.
 5. The links, by the new rows: to a page this writer knows settled (its row
    was when mapped, or a 304 page it completed since), without a fragment,
-   into ``link_settled_page`` (a row a page); every other into ``link_fresh``. No link searches
+   into ``link_settled``; every other into ``link_fresh``. No link searches
    ``url``: ``recorded_target`` (one slim row a target) stays in the cache.
 
 The batch's tables drive every join into ``recorded_target``, which grows
@@ -93,11 +93,7 @@ FROM (SELECT b.new_id AS source_id, l.target_id AS old_target, l.element, l.frag
       WHERE l.element <> 'redirect'
       UNION ALL
       SELECT b.new_id, l.target_id, l.element, l.fragment, l.at, b.depth, {_PAGED_ANCHORED}
-      FROM temp.recorded_batch b JOIN link_settled l ON l.source_id = b.old_id
-      UNION ALL
-      SELECT b.new_id, l.target_id, l.element, l.fragment, l.at, b.depth, {_PAGED_ANCHORED}
-      FROM temp.recorded_batch b CROSS JOIN {previous.SETTLED_PAGE_LINKS} l
-      WHERE l.source_id = b.old_id) l
+      FROM temp.recorded_batch b JOIN link_settled l ON l.source_id = b.old_id) l
 LEFT JOIN temp.recorded_target f ON f.old_id = l.old_target
 """
 
@@ -188,7 +184,7 @@ UPDATE url SET state = 2
 WHERE id IN (SELECT url_id FROM result WHERE url_id > ?1) AND kind = 1 AND state = 0
 """
 
-# Which targets are settled (a page crawled OK: links to it go to link_settled_page)
+# Which targets are settled (a page crawled OK: links to it go to link_settled)
 # is what this writer knows, as for the links it records itself (the writer's
 # cache): ``url.settled`` when the target was mapped, and the 304 pages it
 # completes since. Searching ``url`` for it at every link cost a random page
@@ -199,16 +195,12 @@ UPDATE temp.recorded_target SET new_settled = 1
 WHERE old_id IN (SELECT old_id FROM temp.recorded_batch WHERE settles)
 """
 
-# One row a page (migration 0026), one entry a target: the first of its links.
 _SETTLED_LINKS = """
-INSERT OR IGNORE INTO link_settled_page (source_id, links)
-SELECT source_id, json_group_array(json_array(target_id, element, at))
-FROM (SELECT l.source_id, f.new_id AS target_id, l.element, l.at, min(l.rowid)
-      FROM temp.recorded_link l
-      CROSS JOIN temp.recorded_target f ON f.old_id = l.old_target
-      WHERE f.new_settled = 1 AND l.fragment = ''
-      GROUP BY l.source_id, f.new_id)
-GROUP BY source_id
+INSERT OR IGNORE INTO link_settled (source_id, target_id, element, at)
+SELECT l.source_id, f.new_id, l.element, l.at
+FROM temp.recorded_link l
+CROSS JOIN temp.recorded_target f ON f.old_id = l.old_target
+WHERE f.new_settled = 1 AND l.fragment = ''
 """
 
 _OPEN_LINKS = """

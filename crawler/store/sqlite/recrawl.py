@@ -30,13 +30,6 @@ JOIN page_validator v ON v.url_id = u.id
 JOIN result r         ON r.url_id = u.id
 WHERE u.crawl_id = ? AND r.class = 'ok' AND u.url IN ({marks})
 """
-# The links of link_settled_page (migration 0026) as rows, read by source_id:
-# (source_id, target_id, element, fragment, at), as link_settled's.
-SETTLED_PAGE_LINKS = """(
-    SELECT p.source_id, json_extract(j.value, '$[0]') AS target_id,
-           json_extract(j.value, '$[1]') AS element, '' AS fragment,
-           json_extract(j.value, '$[2]') AS at
-    FROM link_settled_page p CROSS JOIN json_each(p.links) j)"""
 # Positions are decoded here, as the views do (migration 0015), not per link in Python.
 _POSITION = """CASE WHEN l.at >= 0 THEN l.at >> 10 ELSE (-l.at) >> 32 END,
        CASE WHEN l.at >= 0 THEN l.at & 1023 ELSE (-l.at) & 4294967295 END"""
@@ -48,10 +41,6 @@ WHERE l.source_id IN ({{marks}}) AND l.element <> 'redirect'
 UNION ALL
 SELECT l.source_id, t.url, l.element, l.fragment, {_POSITION}
 FROM link_settled l JOIN url t ON t.id = l.target_id
-WHERE l.source_id IN ({{marks}})
-UNION ALL
-SELECT l.source_id, t.url, l.element, l.fragment, {_POSITION}
-FROM {SETTLED_PAGE_LINKS} l CROSS JOIN url t ON t.id = l.target_id
 WHERE l.source_id IN ({{marks}})
 """
 _ANCHORS = "SELECT url_id, name FROM anchor WHERE url_id IN ({marks})"
@@ -80,8 +69,8 @@ def previous_links(conn: sqlite3.Connection, pages: Sequence[int]) -> dict[int, 
     links: defaultdict[int, list[PreviousLink]] = defaultdict(list)
     for start in range(0, len(pages), CHUNK):
         chunk = pages[start : start + CHUNK]
-        marks = ",".join(f"?{i}" for i in range(1, len(chunk) + 1))  # bound once, read thrice
-        for source, *link in conn.execute(LINKS_BY_SOURCE.format(marks=marks), chunk):
+        marks = ",".join("?" * len(chunk))
+        for source, *link in conn.execute(LINKS_BY_SOURCE.format(marks=marks), (*chunk, *chunk)):
             links[source].append(tuple(link))
     return links
 
