@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 
 import pytest
 
+from crawler import outcome
 from crawler.config import CrawlSettings
 from crawler.engine import loop as engine
 from crawler.engine import runner
@@ -308,6 +310,59 @@ async def test_helpers_start_after_so_much_html_however_few_pages(
     answered = _count_helper_answers(monkeypatch)
     await crawl(tmp_path / "c.db", [server.url("/")], parse_helpers=1, max_concurrency=2)
     assert sum(answered) >= 5  # the helper started after the first few pages, not never
+
+
+@pytest.mark.patches_compiled
+@pytest.mark.parametrize("helpers", [0, 1])
+async def test_a_page_too_large_for_the_loop_is_never_parsed_on_it(
+    site_server, tmp_path, monkeypatch, helpers: int
+) -> None:
+    """A page over the loop's limit goes to a helper, or, with none running (none
+    allowed, or not started yet), to a thread: the loop's thread goes on fetching.
+    It starts the helpers however little was parsed before."""
+    site = {"/": Page(links=[f"/big{i}" for i in range(3)] + [f"/p{i}" for i in range(5)])}
+    big = page_html(links=["/", "/gone"]).replace(
+        "</body>", "<p>" + "lorem " * 4_000 + "</p></body>"
+    )
+    site |= {f"/big{i}": Page(body=big) for i in range(3)}  # 24 KB each
+    site |= {f"/p{i}": Page(links=["/", "/gone"]) for i in range(5)}
+    server = await site_server(site)
+    inline = await crawl(tmp_path / "inline.db", [server.url("/")])
+    monkeypatch.setattr(engine, "SHARE_MAX_BYTES", 20_000)
+    monkeypatch.setattr(engine, "PARSE_HELPERS_AFTER_PAGES", 1_000)  # not by pages nor bytes
+    parsed: list[tuple[str, str]] = []  # (where, URL)
+
+    def noting(where: str, parse):  # type: ignore[no-untyped-def]
+        def noted(leased, fetched, *args):  # type: ignore[no-untyped-def]
+            on_loop = threading.current_thread() is threading.main_thread()
+            parsed.append(("loop" if on_loop else where, leased.url))
+            return parse(leased, fetched, *args)
+
+        return noted
+
+    monkeypatch.setattr(engine, "parse_body", noting("thread", engine.parse_body))
+    monkeypatch.setattr(outcome, "parse_body", noting("loop", outcome.parse_body))
+    helped = _count_helper_answers(monkeypatch)
+    starts: list[int] = []
+    start = ParsePool.start
+
+    async def counted(self: ParsePool) -> None:
+        starts.append(1)
+        await start(self)
+
+    monkeypatch.setattr(ParsePool, "start", counted)
+    spared = await crawl(tmp_path / "spared.db", [server.url("/")], parse_helpers=helpers)
+    assert comparable(spared) == comparable(inline)
+    bigs = {server.url(f"/big{i}") for i in range(3)}
+    assert not bigs & {url for where, url in parsed if where == "loop"}
+    threaded = {url for where, url in parsed if where == "thread"}
+    assert threaded <= bigs  # only pages that large leave the loop for a thread
+    if helpers:
+        assert starts == [1]
+        assert len(threaded) + len(helped) >= 3
+    else:
+        assert threaded == bigs
+        assert not starts
 
 
 def test_helper_exits_when_its_crawler_is_gone() -> None:

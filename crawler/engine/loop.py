@@ -27,7 +27,9 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import structlog
 
@@ -109,6 +111,12 @@ PARSE_HELPERS_AFTER_BYTES = 4 * 1024 * 1024
 SHARE_ABOVE_ROUNDS = 1.5
 SHARE_ABOVE_BYTES = 2 * 1024 * 1024
 SHARE_MAX_BYTES = 1024 * 1024
+# Such a page (a site's table of contents, its index: the pages that link to
+# all others, often met first) also starts the helpers at once, whatever was
+# parsed before; until one runs, it is parsed on a thread of its own (one at a
+# time: this process never holds two such trees), and the loop goes on
+# fetching. On the loop's thread, the Python docs' 2.5 MB contents.html froze
+# every fetch for as long as it took (bench/RESULTS.md, session 41).
 
 
 @dataclass(slots=True)
@@ -200,6 +208,7 @@ class Engine:
         self._share_above = max(1, int(SHARE_ABOVE_ROUNDS * settings.max_concurrency))
         self._parse_pool: ParsePool | None = None
         self._parse_pool_start: asyncio.Task[None] | None = None
+        self._large_pages: ThreadPoolExecutor | None = None  # see SHARE_MAX_BYTES
         self.stats = RunStats(started_at=time.monotonic())
         self._renderer = renderer
         self._loads = BrowserLoads(fetcher, self._gate) if renderer is not None else None
@@ -549,6 +558,7 @@ class Engine:
             and (
                 self._parsed_here >= self._parse_helpers_after
                 or self._parsed_here_bytes >= PARSE_HELPERS_AFTER_BYTES
+                or len(fetched.body or b"") > SHARE_MAX_BYTES
             )
         ):
             self._parse_pool_start = asyncio.create_task(self._start_parse_pool())
@@ -568,6 +578,14 @@ class Engine:
             return await asyncio.to_thread(
                 parse_body, row, fetched, self._scope, self._policy.include_fragments,
                 self._policy.max_links,
+            )  # fmt: skip
+        if len(fetched.body or b"") > SHARE_MAX_BYTES:  # not on the loop's thread
+            if self._large_pages is None:
+                self._large_pages = ThreadPoolExecutor(1, thread_name_prefix="crawler-parse")
+            return await asyncio.get_running_loop().run_in_executor(
+                self._large_pages,
+                partial(parse_body, row, fetched, self._scope, self._policy.include_fragments,
+                        self._policy.max_links),
             )  # fmt: skip
         return None
 
@@ -738,6 +756,9 @@ class Engine:
             await asyncio.gather(self._parse_pool_start, return_exceptions=True)
         if self._parse_pool is not None:
             await self._parse_pool.close()
+        if self._large_pages is not None:
+            # A parse still running (its task was cancelled) ends on its own.
+            self._large_pages.shutdown(wait=False)
         await self._gate.aclose()
         if self._checked is not None:
             await self._checked.aclose()
