@@ -113,10 +113,12 @@ SHARE_ABOVE_BYTES = 2 * 1024 * 1024
 SHARE_MAX_BYTES = 1024 * 1024
 # Such a page (a site's table of contents, its index: the pages that link to
 # all others, often met first) also starts the helpers at once, whatever was
-# parsed before; until one runs, it is parsed on a thread of its own (one at a
-# time: this process never holds two such trees), and the loop goes on
-# fetching. On the loop's thread, the Python docs' 2.5 MB contents.html froze
-# every fetch for as long as it took (bench/RESULTS.md, session 41).
+# parsed before, and waits for them while the loop goes on fetching; with no
+# helper (none allowed, or none started), it is parsed on a thread of its own,
+# one such page at a time. On the loop's thread before any helper ran, the
+# Python docs' 2.5 MB contents.html stopped every fetch for as long as it took;
+# on a thread while the helper started, this process held its tree beside the
+# helper's (bench/RESULTS.md, session 41).
 
 
 @dataclass(slots=True)
@@ -562,7 +564,9 @@ class Engine:
             )
         ):
             self._parse_pool_start = asyncio.create_task(self._start_parse_pool())
-        if self._memory is not None and self._parse_pool_start is not None:
+        if self._parse_pool_start is not None and (
+            self._memory is not None or len(fetched.body or b"") > SHARE_MAX_BYTES
+        ):
             await asyncio.wait({self._parse_pool_start})  # the first pages wait for the helper
         pool = self._parse_pool
         if pool is not None and pool.alive:
