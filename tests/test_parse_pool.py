@@ -312,25 +312,10 @@ async def test_helpers_start_after_so_much_html_however_few_pages(
     assert sum(answered) >= 5  # the helper started after the first few pages, not never
 
 
-@pytest.mark.patches_compiled
-@pytest.mark.parametrize("helpers", [0, 1])
-async def test_a_page_too_large_for_the_loop_is_never_parsed_on_it(
-    site_server, tmp_path, monkeypatch, helpers: int
-) -> None:
-    """A page over the loop's limit goes to a helper, started for it however little
-    was parsed before, or, with none allowed, to a thread: the loop's thread goes on
-    fetching meanwhile."""
-    site = {"/": Page(links=[f"/big{i}" for i in range(3)] + [f"/p{i}" for i in range(5)])}
-    big = page_html(links=["/", "/gone"]).replace(
-        "</body>", "<p>" + "lorem " * 4_000 + "</p></body>"
-    )
-    site |= {f"/big{i}": Page(body=big) for i in range(3)}  # 24 KB each
-    site |= {f"/p{i}": Page(links=["/", "/gone"]) for i in range(5)}
-    server = await site_server(site)
-    inline = await crawl(tmp_path / "inline.db", [server.url("/")])
-    monkeypatch.setattr(engine, "SHARE_MAX_BYTES", 20_000)
-    monkeypatch.setattr(engine, "PARSE_HELPERS_AFTER_PAGES", 1_000)  # not by pages nor bytes
-    parsed: list[tuple[str, str]] = []  # (where, URL)
+def _note_parses(monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[str, str]], list[int]]:
+    """Where each page is parsed from now on ("loop", "thread"; a helper's pages are
+    counted by ``_count_helper_answers``), and each start of the helpers."""
+    parsed: list[tuple[str, str]] = []
 
     def noting(where: str, parse):  # type: ignore[no-untyped-def]
         def noted(leased, fetched, *args):  # type: ignore[no-untyped-def]
@@ -342,7 +327,6 @@ async def test_a_page_too_large_for_the_loop_is_never_parsed_on_it(
 
     monkeypatch.setattr(engine, "parse_body", noting("thread", engine.parse_body))
     monkeypatch.setattr(outcome, "parse_body", noting("loop", outcome.parse_body))
-    helped = _count_helper_answers(monkeypatch)
     starts: list[int] = []
     start = ParsePool.start
 
@@ -351,12 +335,37 @@ async def test_a_page_too_large_for_the_loop_is_never_parsed_on_it(
         await start(self)
 
     monkeypatch.setattr(ParsePool, "start", counted)
+    return parsed, starts
+
+
+def _large_page(links: list[str]) -> Page:
+    text = "<p>" + "lorem " * 4_000 + "</p></body>"
+    return Page(body=page_html(links=links).replace("</body>", text))  # 24 KB
+
+
+@pytest.mark.patches_compiled
+@pytest.mark.parametrize("helpers", [0, 1])
+async def test_a_page_too_large_for_the_loop_is_never_parsed_on_it(
+    site_server, tmp_path, monkeypatch, helpers: int
+) -> None:
+    """While other work goes on, a page over the loop's limit goes to a helper, started
+    for it however little was parsed before, or, with none allowed, to a thread: the
+    loop's thread goes on fetching meanwhile."""
+    site = {"/": Page(links=[f"/big{i}" for i in range(3)] + [f"/p{i}" for i in range(5)])}
+    site |= {f"/big{i}": _large_page(["/", "/gone"]) for i in range(3)}
+    site |= {f"/p{i}": Page(links=["/", "/gone"]) for i in range(5)}
+    server = await site_server(site)
+    inline = await crawl(tmp_path / "inline.db", [server.url("/")])
+    monkeypatch.setattr(engine, "SHARE_MAX_BYTES", 20_000)
+    monkeypatch.setattr(engine, "PARSE_HELPERS_AFTER_PAGES", 1_000)  # not by pages nor bytes
+    monkeypatch.setattr(engine.Engine, "_other_work", lambda self: True)
+    parsed, starts = _note_parses(monkeypatch)
+    helped = _count_helper_answers(monkeypatch)
     spared = await crawl(tmp_path / "spared.db", [server.url("/")], parse_helpers=helpers)
     assert comparable(spared) == comparable(inline)
     bigs = {server.url(f"/big{i}") for i in range(3)}
     assert not bigs & {url for where, url in parsed if where == "loop"}
     threaded = {url for where, url in parsed if where == "thread"}
-    assert threaded <= bigs  # only pages that large leave the loop for a thread
     if helpers:
         assert starts == [1]
         assert not threaded
@@ -364,6 +373,21 @@ async def test_a_page_too_large_for_the_loop_is_never_parsed_on_it(
     else:
         assert threaded == bigs
         assert not starts
+
+
+@pytest.mark.patches_compiled
+async def test_a_large_page_checked_alone_is_parsed_at_once(
+    site_server, tmp_path, monkeypatch
+) -> None:
+    """With nothing else to do, a large page does not wait for a helper to start: it is
+    parsed on a thread at once, and no helper starts."""
+    server = await site_server({"/": _large_page(["/a", "/gone"]), "/a": Page()})
+    monkeypatch.setattr(engine, "SHARE_MAX_BYTES", 20_000)
+    parsed, starts = _note_parses(monkeypatch)
+    data = await crawl(tmp_path / "c.db", [server.url("/")], parse_helpers=1, max_depth=0)
+    assert parsed == [("thread", server.url("/"))]
+    assert not starts
+    assert [b.url for b in data.broken] == [server.url("/gone")]
 
 
 def test_helper_exits_when_its_crawler_is_gone() -> None:

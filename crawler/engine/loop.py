@@ -112,13 +112,13 @@ SHARE_ABOVE_ROUNDS = 1.5
 SHARE_ABOVE_BYTES = 2 * 1024 * 1024
 SHARE_MAX_BYTES = 1024 * 1024
 # Such a page (a site's table of contents, its index: the pages that link to
-# all others, often met first) also starts the helpers at once, whatever was
-# parsed before, and waits for them while the loop goes on fetching; with no
-# helper (none allowed, or none started), it is parsed on a thread of its own,
-# one such page at a time. On the loop's thread before any helper ran, the
-# Python docs' 2.5 MB contents.html stopped every fetch for as long as it took;
-# on a thread while the helper started, this process held its tree beside the
-# helper's (bench/RESULTS.md, session 41).
+# all others, often met first), when other work goes on meanwhile, also starts
+# the helpers at once, whatever was parsed before, and waits for them while the
+# loop goes on fetching; else (no helper allowed, or nothing else to do), it is
+# parsed on a thread of its own, one such page at a time. On the loop's thread
+# before any helper ran, the Python docs' 2.5 MB contents.html stopped every
+# fetch for as long as it took; on a thread while the helper started, this
+# process held its tree beside the helper's (bench/RESULTS.md, session 41).
 
 
 @dataclass(slots=True)
@@ -554,19 +554,19 @@ class Engine:
 
     async def _parse_elsewhere(self, row: LeasedUrl, fetched: Fetched) -> Parsed | None:
         """A helper process's parse of this body; None to parse it here."""
+        size = len(fetched.body or b"")
+        waits = size > SHARE_MAX_BYTES and self._other_work()
         if (
             self._parse_helpers > 0
             and self._parse_pool_start is None
             and (
                 self._parsed_here >= self._parse_helpers_after
                 or self._parsed_here_bytes >= PARSE_HELPERS_AFTER_BYTES
-                or len(fetched.body or b"") > SHARE_MAX_BYTES
+                or waits
             )
         ):
             self._parse_pool_start = asyncio.create_task(self._start_parse_pool())
-        if self._parse_pool_start is not None and (
-            self._memory is not None or len(fetched.body or b"") > SHARE_MAX_BYTES
-        ):
+        if self._parse_pool_start is not None and (self._memory is not None or waits):
             await asyncio.wait({self._parse_pool_start})  # the first pages wait for the helper
         pool = self._parse_pool
         if pool is not None and pool.alive:
@@ -577,13 +577,13 @@ class Engine:
             else:
                 pool.send_now()
         self._parsed_here += 1
-        self._parsed_here_bytes += len(fetched.body or b"")
+        self._parsed_here_bytes += size
         if self._memory is not None:  # never on the service's loop: a thread, if not a helper
             return await asyncio.to_thread(
                 parse_body, row, fetched, self._scope, self._policy.include_fragments,
                 self._policy.max_links,
             )  # fmt: skip
-        if len(fetched.body or b"") > SHARE_MAX_BYTES:  # not on the loop's thread
+        if size > SHARE_MAX_BYTES:  # not on the loop's thread
             if self._large_pages is None:
                 self._large_pages = ThreadPoolExecutor(1, thread_name_prefix="crawler-parse")
             return await asyncio.get_running_loop().run_in_executor(
@@ -592,6 +592,14 @@ class Engine:
                         self._policy.max_links),
             )  # fmt: skip
         return None
+
+    def _other_work(self) -> bool:
+        """Is there more to do than this page (another fetch, a row leased)?
+
+        Only then does a large page wait for a helper: alone (a one-page check),
+        it would wait for the helper's start for nothing.
+        """
+        return len(self._running) > 1 or self._buffered > 0
 
     def _parse_here_instead(self, pool: ParsePool, fetched: Fetched) -> bool:
         """Are the helpers behind, and this page small enough to parse on the loop?
