@@ -594,12 +594,18 @@ class Engine:
         return None
 
     def _other_work(self) -> bool:
-        """Is there more to do than this page (another fetch, a row leased)?
+        """Is there more to do than this page: another fetch, a row leased, or
+        outcomes on their way to the store (whose links will be leased next)?
 
         Only then does a large page wait for a helper: alone (a one-page check),
         it would wait for the helper's start for nothing.
         """
-        return len(self._running) > 1 or self._buffered > 0
+        return (
+            len(self._running) > 1
+            or self._buffered > 0
+            or bool(self._outcomes)
+            or self._committing > 0
+        )
 
     def _parse_here_instead(self, pool: ParsePool, fetched: Fetched) -> bool:
         """Are the helpers behind, and this page small enough to parse on the loop?
