@@ -578,20 +578,17 @@ class Engine:
                 pool.send_now()
         self._parsed_here += 1
         self._parsed_here_bytes += size
+        if self._memory is None and size <= SHARE_MAX_BYTES:
+            return None  # parsed on the loop's thread
+        parse = partial(
+            parse_body, row, fetched, self._scope, self._policy.include_fragments,
+            self._policy.max_links,
+        )  # fmt: skip
         if self._memory is not None:  # never on the service's loop: a thread, if not a helper
-            return await asyncio.to_thread(
-                parse_body, row, fetched, self._scope, self._policy.include_fragments,
-                self._policy.max_links,
-            )  # fmt: skip
-        if size > SHARE_MAX_BYTES:  # not on the loop's thread
-            if self._large_pages is None:
-                self._large_pages = ThreadPoolExecutor(1, thread_name_prefix="crawler-parse")
-            return await asyncio.get_running_loop().run_in_executor(
-                self._large_pages,
-                partial(parse_body, row, fetched, self._scope, self._policy.include_fragments,
-                        self._policy.max_links),
-            )  # fmt: skip
-        return None
+            return await asyncio.to_thread(parse)
+        if self._large_pages is None:  # one such page at a time (SHARE_MAX_BYTES)
+            self._large_pages = ThreadPoolExecutor(1, thread_name_prefix="crawler-parse")
+        return await asyncio.get_running_loop().run_in_executor(self._large_pages, parse)
 
     def _other_work(self) -> bool:
         """Is there more to do than this page: another fetch, a row leased, or
