@@ -575,15 +575,54 @@ def test_rows_inserted_from_one_json_array_are_the_rows_executemany_inserts(
 
 
 def test_rows_with_a_nul_and_a_lone_surrogate_are_inserted_once() -> None:
-    """The one case the NUL path cannot bind: the rows go through JSON, each once."""
+    """Statements before the one that cannot be bound keep their bytes; the rest go by JSON."""
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY, a TEXT)")
-    bulk.insert(conn, "INSERT INTO t (a)", [("a\x00b",), ("\ud800",), ("c",)])
-    assert conn.execute("SELECT count(*) FROM t").fetchone() == (3,)
-    assert conn.execute("SELECT a FROM t WHERE seq <> 2 ORDER BY seq").fetchall() == [
-        ("a",),
+    rows = [("a\x00b",), ("b",), ("c",), ("d",), ("\ud800",), ("e\x00f",)]  # statements: 4, 1, 1
+    bulk.insert(conn, "INSERT INTO t (a)", rows)
+    assert conn.execute("SELECT count(*) FROM t").fetchone() == (6,)
+    # After the surrogate: SQLite's JSON functions end a text at NUL.
+    assert conn.execute("SELECT a FROM t WHERE seq <> 5 ORDER BY seq").fetchall() == [
+        ("a\x00b",),
+        ("b",),
         ("c",),
+        ("d",),
+        ("e",),
     ]
+
+
+# Where the row that cannot be bound is -> rows bound before its statement
+# (statements of 256, 64, 4, 4, 4, 1 and 1 rows).
+BOUND_BEFORE = {None: 334, 0: 0, 255: 0, 256: 256, 300: 256, 333: 333}
+
+
+@pytest.mark.parametrize("bad_at", list(BOUND_BEFORE))
+def test_a_batch_across_every_statement_size_is_inserted_once_in_order(
+    bad_at: int | None,
+) -> None:
+    """334 rows: statements of 256, 64, 4 and 1 rows, an upsert's tail, one row not bindable."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY, k INTEGER UNIQUE, a, b)")
+    conn.execute("INSERT INTO t (k, a, b) VALUES (5, 'old', 0)")
+    rows: list[tuple[int, object, object]] = [
+        (i, f"v{i}\x00" if i % 7 else None, i * 0.5 if i % 3 else i % 2 == 0) for i in range(334)
+    ]
+    if bad_at is not None:
+        rows[bad_at] = (bad_at, "caf\udce9", 2**70)
+    upsert = "ON CONFLICT (k) DO UPDATE SET a = 'upserted'"
+    bulk.insert(conn, "INSERT INTO t (k, a, b)", rows, upsert)
+    # (The unbound row's text is not UTF-8 in the file: not read back.)
+    read = "SELECT k, iif(k = ?, NULL, a) FROM t ORDER BY seq"
+    got = conn.execute(read, (-1 if bad_at is None else bad_at,)).fetchall()
+    # Once each, in order (5 kept its earlier row).
+    assert [k for k, _ in got] == [5, *(k for k in range(334) if k != 5)]
+    text = dict(got)
+    assert text[5] == "upserted"
+    for k in range(BOUND_BEFORE[bad_at]):
+        if k != 5:
+            assert text[k] == rows[k][1]  # bound: NULs and all
+    booleans = "SELECT b, typeof(b) FROM t WHERE k IN (3, 6) ORDER BY k"
+    assert conn.execute(booleans).fetchall() == [(0, "integer"), (1, "integer")]
 
 
 @settings(max_examples=60, deadline=None)

@@ -1,19 +1,27 @@
-"""Many rows in one statement: a JSON array read by ``json_each``, not ``executemany``.
+"""Many rows in one statement: bound in multi-row ``VALUES``, or read from a JSON array.
 
 The writer runs on its own thread beside the event loop's. ``executemany``
 binds each row holding the GIL and steps it without: it takes the GIL back
 once per row, and whenever the loop's thread is running it waits for the
 switch interval each time. A group commit's ~5,000 link rows then cost
 hundreds of milliseconds of waiting (bench/RESULTS.md, "the writer's GIL
-round trips"). One statement over a JSON array of the rows takes the GIL
-back once for all of them; SQLite reads the array in C.
+round trips"). One statement for many rows takes the GIL back once for all
+of them.
 
-Values go through JSON: integers, floats, text, None and booleans (as 1/0).
+``insert`` binds the rows as parameters of a multi-row ``VALUES``, in
+statements of a few fixed sizes (each size's text is prepared once and kept
+in the connection's statement cache): SQLite copies bound values as they
+are, where reading them out of JSON (``json_each``, then ``json_extract``
+per column) cost more than the B-tree insert itself (bench/RESULTS.md,
+session 42). Values keep their types and bytes exactly, a NUL included.
+
+What a statement cannot bind (a lone surrogate, an integer past 64 bits)
+goes, with the rows after it, through a JSON array as before, and so do
+``run`` and ``select``: integers, floats, text, None and booleans (as 1/0).
 orjson encodes and decodes them: it holds the GIL a tenth of the time the
 standard library's C encoder does, time the event loop's thread waits for.
-What orjson refuses (a lone surrogate, an integer past 64 bits) goes through
-``json`` as before. SQLite's JSON functions end a text at a NUL character, so
-rows holding one are bound by ``executemany`` instead: rare, and exact.
+What orjson refuses goes through ``json``. SQLite's JSON functions end a
+text at a NUL character, so such rows are bound by ``executemany`` there.
 """
 
 from __future__ import annotations
@@ -21,11 +29,19 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 import orjson
 
 _NUL = "\\u0000"  # how both encoders write a NUL in a text
+
+# Rows a ``VALUES`` statement binds, largest first: a batch is cut into these
+# sizes (at most three statements of each smaller size), so each insert's head
+# has a few statement texts, each prepared once. Larger statements were no
+# cheaper a row (bench/RESULTS.md, session 42).
+STATEMENT_ROWS = (256, 64, 16, 4, 1)
+_statements: dict[tuple[str, str, int, int], str] = {}
 
 
 def encode(values: object) -> str:
@@ -55,6 +71,38 @@ def insert(
 
     Rows are inserted in their order; triggers fire per row as for ``executemany``.
     """
+    if not rows:
+        return
+    width = len(rows[0])
+    most = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width
+    done = 0
+    try:
+        for size in STATEMENT_ROWS:
+            if size > most:
+                continue
+            while len(rows) - done >= size:
+                part = rows[done : done + size]
+                sql = _values_statement(head, tail, width, size)
+                conn.execute(sql, list(chain.from_iterable(part)))
+                done += size
+    except (UnicodeEncodeError, OverflowError):  # not bound: nothing of that statement ran
+        pass
+    _insert_json(conn, head, rows[done:], tail)
+
+
+def _values_statement(head: str, tail: str, width: int, size: int) -> str:
+    key = (head, tail, width, size)
+    sql = _statements.get(key)
+    if sql is None:
+        row = "(" + ", ".join("?" * width) + ")"
+        sql = _statements[key] = f"{head} VALUES {', '.join([row] * size)} {tail}"
+    return sql
+
+
+def _insert_json(
+    conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[object]], tail: str
+) -> None:
+    """``insert`` through one JSON array (rows a ``VALUES`` statement cannot bind)."""
     if not rows:
         return
     width = len(rows[0])
