@@ -9,8 +9,8 @@ gathered as plain tuples and written with one statement per table.
 ``take_leases`` decides which completions are accepted (one statement for the
 batch: the rows this owner still holds) and marks them done or pending again;
 ``Rows`` collects what the accepted ones store and writes it. Each table's
-rows go in as one JSON array (``bulk``): ``executemany`` took the GIL back
-once per row, waiting for the event loop's thread each time.
+rows go in as a few multi-row statements (``bulk``): ``executemany`` took the
+GIL back once per row, waiting for the event loop's thread each time.
 """
 
 from __future__ import annotations
