@@ -13,7 +13,7 @@ statements of a few fixed sizes (each size's text is prepared once and kept
 in the connection's statement cache): SQLite copies bound values as they
 are, where reading them out of JSON (``json_each``, then ``json_extract``
 per column) cost more than the B-tree insert itself (bench/RESULTS.md,
-session 42). Values keep their types and bytes exactly, a NUL included.
+session 42). Values keep their types and bytes exactly.
 
 What a statement cannot bind (a lone surrogate, an integer past 64 bits)
 goes, with the rows after it, through a JSON array as before, and so do
