@@ -597,8 +597,9 @@ BOUND_BEFORE = {None: 334, 0: 0, 255: 0, 256: 256, 300: 256, 333: 333}
 
 
 @pytest.mark.parametrize("bad_at", list(BOUND_BEFORE))
+@pytest.mark.parametrize("bad", [("caf\udce9", 0), ("x", 2**70)], ids=["surrogate", "big-int"])
 def test_a_batch_across_every_statement_size_is_inserted_once_in_order(
-    bad_at: int | None,
+    bad_at: int | None, bad: tuple[str, int]
 ) -> None:
     """334 rows: statements of 256, 64, 4 and 1 rows, an upsert's tail, one row not bindable."""
     conn = sqlite3.connect(":memory:")
@@ -608,7 +609,7 @@ def test_a_batch_across_every_statement_size_is_inserted_once_in_order(
         (i, f"v{i}\x00" if i % 7 else None, i * 0.5 if i % 3 else i % 2 == 0) for i in range(334)
     ]
     if bad_at is not None:
-        rows[bad_at] = (bad_at, "caf\udce9", 2**70)
+        rows[bad_at] = (bad_at, *bad)
     upsert = "ON CONFLICT (k) DO UPDATE SET a = 'upserted'"
     bulk.insert(conn, "INSERT INTO t (k, a, b)", rows, upsert)
     # (The unbound row's text is not UTF-8 in the file: not read back.)

@@ -112,7 +112,7 @@ def _insert_json(
         conn.execute("SAVEPOINT bulk_nul")
         try:
             conn.executemany(f"{head} VALUES ({marks}) {tail}", rows)
-        except UnicodeEncodeError:  # and a lone surrogate beside it: through JSON after all
+        except (UnicodeEncodeError, OverflowError):  # and what JSON alone writes: through it
             conn.execute("ROLLBACK TO bulk_nul")
         else:
             return
