@@ -21,7 +21,8 @@ goes, with the rows after it, through a JSON array as before, and so do
 orjson encodes and decodes them: it holds the GIL a tenth of the time the
 standard library's C encoder does, time the event loop's thread waits for.
 What orjson refuses goes through ``json``. SQLite's JSON functions end a
-text at a NUL character, so such rows are bound by ``executemany`` there.
+text at a NUL character; ``executemany``, which kept it, cannot bind the
+rows that reach JSON from ``insert`` either, so they go as they are.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ from itertools import chain
 from typing import Any
 
 import orjson
-
-_NUL = "\\u0000"  # how both encoders write a NUL in a text
 
 # Rows a ``VALUES`` statement binds, largest first: a batch is cut into these
 # sizes (at most three statements of each smaller size), so each insert's head
@@ -107,17 +106,6 @@ def _insert_json(
         return
     width = len(rows[0])
     payload = encode(rows)
-    if _NUL in payload:  # SQLite's JSON functions end a text at NUL: bound as it is
-        marks = ", ".join("?" * width)
-        conn.execute("SAVEPOINT bulk_nul")
-        try:
-            conn.executemany(f"{head} VALUES ({marks}) {tail}", rows)
-        except (UnicodeEncodeError, OverflowError):  # and what JSON alone writes: through it
-            conn.execute("ROLLBACK TO bulk_nul")
-        else:
-            return
-        finally:
-            conn.execute("RELEASE bulk_nul")
     # WHERE true: an upsert's ON CONFLICT after a SELECT needs it (SQLite's grammar).
     sql = f"{head} SELECT {columns(width)} FROM json_each(?1) WHERE true {tail}"
     conn.execute(sql, (payload,))
