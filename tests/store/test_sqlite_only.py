@@ -574,29 +574,27 @@ def test_rows_inserted_from_one_json_array_are_the_rows_executemany_inserts(
     assert got == want
 
 
-def test_rows_with_a_nul_and_a_lone_surrogate_are_inserted_once() -> None:
-    """Statements before the one that cannot be bound keep their bytes; the rest go by JSON."""
+def test_rows_with_a_nul_beside_a_lone_surrogate_keep_their_bytes() -> None:
+    """Only the row no statement can bind goes through JSON, which ends a text at NUL."""
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY, a TEXT)")
-    rows = [("a\x00b",), ("b",), ("c",), ("d",), ("\ud800",), ("e\x00f",)]  # statements: 4, 1, 1
-    bulk.insert(conn, "INSERT INTO t (a)", rows)
+    rows = [("a\x00b",), ("\ud800",), ("c\x00d",), ("e",), ("f\x00",), ("g\x00h",)]
+    bulk.insert(conn, "INSERT INTO t (a)", rows)  # statements of 4 (the surrogate's), 1, 1
     assert conn.execute("SELECT count(*) FROM t").fetchone() == (6,)
-    # After the surrogate: SQLite's JSON functions end a text at NUL.
-    assert conn.execute("SELECT a FROM t WHERE seq <> 5 ORDER BY seq").fetchall() == [
+    assert conn.execute("SELECT a FROM t WHERE seq <> 2 ORDER BY seq").fetchall() == [
         ("a\x00b",),
-        ("b",),
-        ("c",),
-        ("d",),
+        ("c\x00d",),
         ("e",),
+        ("f\x00",),
+        ("g\x00h",),
     ]
 
 
-# Where the row that cannot be bound is -> rows bound before its statement
-# (statements of 256, 64, 4, 4, 4, 1 and 1 rows).
-BOUND_BEFORE = {None: 334, 0: 0, 255: 0, 256: 256, 300: 256, 333: 333}
+# Where the row that cannot be bound is, in statements of 256, 64, 4, 4, 4, 1 and 1 rows.
+BAD_AT = [None, 0, 255, 256, 300, 333]
 
 
-@pytest.mark.parametrize("bad_at", list(BOUND_BEFORE))
+@pytest.mark.parametrize("bad_at", BAD_AT)
 @pytest.mark.parametrize("bad", [("caf\udce9", 0), ("x", 2**70)], ids=["surrogate", "big-int"])
 def test_a_batch_across_every_statement_size_is_inserted_once_in_order(
     bad_at: int | None, bad: tuple[str, int]
@@ -619,9 +617,9 @@ def test_a_batch_across_every_statement_size_is_inserted_once_in_order(
     assert [k for k, _ in got] == [5, *(k for k in range(334) if k != 5)]
     text = dict(got)
     assert text[5] == "upserted"
-    for k in range(BOUND_BEFORE[bad_at]):
-        if k != 5:
-            assert text[k] == rows[k][1]  # bound: NULs and all
+    for k in range(334):
+        if k not in (5, bad_at):
+            assert text[k] == rows[k][1]  # bound, alone if need be: NULs and all
     booleans = "SELECT b, typeof(b) FROM t WHERE k IN (3, 6) ORDER BY k"
     assert conn.execute(booleans).fetchall() == [(0, "integer"), (1, "integer")]
 

@@ -15,14 +15,15 @@ are, where reading them out of JSON (``json_each``, then ``json_extract``
 per column) cost more than the B-tree insert itself (bench/RESULTS.md,
 session 42). Values keep their types and bytes exactly.
 
-What a statement cannot bind (a lone surrogate, an integer past 64 bits)
-goes, with the rows after it, through a JSON array as before, and so do
-``run`` and ``select``: integers, floats, text, None and booleans (as 1/0).
-orjson encodes and decodes them: it holds the GIL a tenth of the time the
-standard library's C encoder does, time the event loop's thread waits for.
-What orjson refuses goes through ``json``. SQLite's JSON functions end a
-text at a NUL character; ``executemany``, which kept it, cannot bind the
-rows that reach JSON from ``insert`` either, so they go as they are.
+A statement that cannot be bound (a lone surrogate, an integer past 64
+bits) runs again row by row, and only the rows no statement can bind go
+through a JSON array: SQLite's JSON functions end a text at a NUL
+character, so a bindable row sent that way beside them would lose the rest
+of its text. ``run`` and ``select`` read their rows from JSON: integers,
+floats, text, None and booleans (as 1/0). orjson encodes and decodes them:
+it holds the GIL a tenth of the time the standard library's C encoder does,
+time the event loop's thread waits for. What orjson refuses goes through
+``json``.
 """
 
 from __future__ import annotations
@@ -75,18 +76,30 @@ def insert(
     width = len(rows[0])
     most = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width
     done = 0
-    try:
-        for size in STATEMENT_ROWS:
-            if size > most:
-                continue
-            while len(rows) - done >= size:
-                part = rows[done : done + size]
-                sql = _values_statement(head, tail, width, size)
+    for size in STATEMENT_ROWS:
+        if size > most:
+            continue
+        while len(rows) - done >= size:
+            part = rows[done : done + size]
+            sql = _values_statement(head, tail, width, size)
+            try:
                 conn.execute(sql, list(chain.from_iterable(part)))
-                done += size
-    except (UnicodeEncodeError, OverflowError):  # not bound: nothing of that statement ran
-        pass
-    _insert_json(conn, head, rows[done:], tail)
+            except (UnicodeEncodeError, OverflowError):  # not bound: nothing of it ran
+                _insert_one_by_one(conn, head, part, tail)
+            done += size
+    _insert_json(conn, head, rows[done:], tail)  # only if no statement fits a row
+
+
+def _insert_one_by_one(
+    conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[object]], tail: str
+) -> None:
+    """A statement's rows that could not all be bound: each bound alone, or else through JSON."""
+    sql = _values_statement(head, tail, len(rows[0]), 1)
+    for row in rows:
+        try:
+            conn.execute(sql, tuple(row))
+        except (UnicodeEncodeError, OverflowError):
+            _insert_json(conn, head, [row], tail)
 
 
 def _values_statement(head: str, tail: str, width: int, size: int) -> str:
