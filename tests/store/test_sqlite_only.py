@@ -590,6 +590,20 @@ def test_rows_with_a_nul_beside_a_lone_surrogate_keep_their_bytes() -> None:
     ]
 
 
+def test_a_row_that_cannot_be_bound_costs_a_few_statements_not_one_a_row() -> None:
+    """Its statement is tried again in smaller ones: its neighbours are still bound in bulk."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (seq INTEGER PRIMARY KEY, a)")
+    ran: list[str] = []
+    conn.set_trace_callback(ran.append)  # statements stepped: a failed bind never is
+    rows: list[tuple[object]] = [(i,) for i in range(334)]
+    rows[0] = (2**70,)
+    bulk.insert(conn, "INSERT INTO t (a)", rows)
+    assert conn.execute("SELECT count(*), sum(a = seq - 1) FROM t").fetchone() == (334, 333)
+    # 256 -> 64 -> 16 -> 4 -> the row alone through JSON; three of each size beside it; the rest.
+    assert sum(statement.startswith("INSERT") for statement in ran) == 19
+
+
 # Where the row that cannot be bound is, in statements of 256, 64, 4, 4, 4, 1 and 1 rows.
 BAD_AT = [None, 0, 255, 256, 300, 333]
 

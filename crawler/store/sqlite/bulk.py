@@ -16,8 +16,8 @@ per column) cost more than the B-tree insert itself (bench/RESULTS.md,
 session 42). Values keep their types and bytes exactly.
 
 A statement that cannot be bound (a lone surrogate, an integer past 64
-bits) runs again row by row, and only the rows no statement can bind go
-through a JSON array: SQLite's JSON functions end a text at a NUL
+bits) runs again in smaller statements, and only the rows no statement can
+bind go through a JSON array: SQLite's JSON functions end a text at a NUL
 character, so a bindable row sent that way beside them would lose the rest
 of its text. ``run`` and ``select`` read their rows from JSON: integers,
 floats, text, None and booleans (as 1/0). orjson encodes and decodes them:
@@ -75,31 +75,38 @@ def insert(
         return
     width = len(rows[0])
     most = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width
-    done = 0
-    for size in STATEMENT_ROWS:
-        if size > most:
-            continue
-        while len(rows) - done >= size:
-            part = rows[done : done + size]
-            sql = _values_statement(head, tail, width, size)
-            try:
-                conn.execute(sql, list(chain.from_iterable(part)))
-            except (UnicodeEncodeError, OverflowError):  # not bound: nothing of it ran
-                _insert_one_by_one(conn, head, part, tail)
-            done += size
+    sizes = [size for size in STATEMENT_ROWS if size <= most]
+    done = _insert_bound(conn, head, tail, rows, sizes) if sizes else 0
     _insert_json(conn, head, rows[done:], tail)  # only if no statement fits a row
 
 
-def _insert_one_by_one(
-    conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[object]], tail: str
-) -> None:
-    """A statement's rows that could not all be bound: each bound alone, or else through JSON."""
-    sql = _values_statement(head, tail, len(rows[0]), 1)
-    for row in rows:
-        try:
-            conn.execute(sql, tuple(row))
-        except (UnicodeEncodeError, OverflowError):
-            _insert_json(conn, head, [row], tail)
+def _insert_bound(
+    conn: sqlite3.Connection,
+    head: str,
+    tail: str,
+    rows: Sequence[Sequence[object]],
+    sizes: Sequence[int],
+) -> int:
+    """Rows in statements of ``sizes``, largest first; how many went in.
+
+    A statement that cannot be bound (nothing of it ran) is tried again in
+    the next smaller size: a row that cannot be bound costs a few statements
+    and goes alone through JSON; the rows beside it are still bound.
+    """
+    width = len(rows[0])
+    done = 0
+    for at, size in enumerate(sizes):
+        sql = _values_statement(head, tail, width, size)
+        while len(rows) - done >= size:
+            part = rows[done : done + size]
+            try:
+                conn.execute(sql, list(chain.from_iterable(part)))
+            except (UnicodeEncodeError, OverflowError):
+                smaller = sizes[at + 1 :]
+                went = _insert_bound(conn, head, tail, part, smaller) if smaller else 0
+                _insert_json(conn, head, part[went:], tail)
+            done += size
+    return done
 
 
 def _values_statement(head: str, tail: str, width: int, size: int) -> str:
