@@ -7,13 +7,13 @@ An ``-o`` that cannot be written is refused before any request (3).
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kit.clikit import run_cli
+from kit.ports import refused_port
 from kit.serve_site import ThreadedSite
 from kit.sitekit import Page
 
@@ -25,18 +25,12 @@ def site() -> Iterator[ThreadedSite]:
     server.close()
 
 
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_an_unreachable_seed_exits_1_naming_it(tmp_path: Path) -> None:
-    seed = f"http://127.0.0.1:{closed_port()}/"
-    result = run_cli(
-        "crawl", seed, "--db", tmp_path / "c.db", "-n", "--max-retries", "0", cwd=tmp_path
-    )
+    with refused_port() as port:
+        seed = f"http://127.0.0.1:{port}/"
+        result = run_cli(
+            "crawl", seed, "--db", tmp_path / "c.db", "-n", "--max-retries", "0", cwd=tmp_path
+        )
     assert result.returncode == 1, result.stderr
     assert f"seed {seed} could not be reached" in result.stderr
     assert "Traceback" not in result.stderr

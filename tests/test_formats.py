@@ -20,7 +20,6 @@ import hashlib
 import io
 import json
 import re
-import socket
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator
@@ -46,6 +45,7 @@ from crawler.store.sqlite import report as sqlite_report
 
 from kit.browser import INSTALL_TIMEOUT_S, chromium_or_skip, dump_dom
 from kit.crawlkit import crawl
+from kit.ports import refused_port
 from kit.sitekit import Page, SiteServer
 
 SCHEMAS = Path(__file__).parent / "schemas"
@@ -75,14 +75,12 @@ class Crawled:
         return urls.normalize(urls.resolve(path, self.origin + "/"))[0]
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def _crawl_site(db_path: Path) -> Crawled:
-    refused = f"http://127.0.0.1:{_closed_port()}/refused"
+    with refused_port() as port:
+        return await _crawl_site_refusing(db_path, f"http://127.0.0.1:{port}/refused")
+
+
+async def _crawl_site_refusing(db_path: Path, refused: str) -> Crawled:
     site = {
         "/": Page(
             links=[

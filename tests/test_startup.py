@@ -113,9 +113,9 @@ def loaded(fetcher):
     own = fetcher._pool._tls  # the crawl's own connections' context, made at the first https
     return None if own is None else own.cert_store_stats()["x509_ca"]
 
-with socket.socket() as probe:  # a loopback port nothing listens on
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
+probe = socket.socket()  # bound, never listened on, held to the end: connections refused
+probe.bind(("127.0.0.1", 0))
+port = probe.getsockname()[1]
 
 async def main():
     async with Fetcher(CrawlSettings(max_retries=0)) as fetcher:
