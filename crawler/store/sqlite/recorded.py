@@ -68,31 +68,38 @@ CREATE TEMP TABLE IF NOT EXISTS recorded_url (
     depth INTEGER NOT NULL, kind INTEGER);
 """
 
-# What a link alone says of its target (``b`` its batch row, ``l`` its link row):
-# it would crawl it (a page element within --max-depth), it names an anchor to check.
-_PAGED_ANCHORED = f"""
-b.within AND l.element IN ({_listed(PAGE_ELEMENTS)}) AS paged,
-l.fragment <> '' AND l.element IN ({_listed(ANCHOR_ELEMENTS)}) AND substr(l.fragment, 1, 3) <> ':~:'
-    AS anchored
-"""
+# What a link alone says of its target (``l`` its link row, ``within`` its
+# source's depth): it would crawl it (a page element within --max-depth), it
+# names an anchor to check.
+_PAGED = f"(l.within AND l.element IN ({_listed(PAGE_ELEMENTS)}))"
+_ANCHORED = f"""(l.fragment <> '' AND l.element IN ({_listed(ANCHOR_ELEMENTS)})
+    AND substr(l.fragment, 1, 3) <> ':~:')"""
 
 # ``fresh``: the link may make or raise its target's row. A link to a target an
 # earlier batch mapped (``new_id``) whose kind it cannot raise (skipped, or at
 # least what the link could give: a page if paged, anchors if anchored, else a
 # check) only needs its row written: most of a re-crawl's links, to pages every
-# page links to. The two link tables in two branches: each is searched by source.
+# page links to. Those are told by their target's row alone: ``paged`` and
+# ``anchored`` are worked out (a string compared with lists, for every link)
+# only where they can matter, for a target not mapped yet or mapped below a
+# page; the rest keep 0, which only fresh links are read for (``_TARGETS``).
+# The two link tables in two branches: each is searched by source.
 _LINKS = f"""
 INSERT INTO temp.recorded_link
     (source_id, old_target, element, fragment, at, depth, paged, anchored, fresh)
-SELECT l.source_id, l.old_target, l.element, l.fragment, l.at, l.depth, l.paged, l.anchored,
-       f.new_id IS NULL OR (f.new_kind >= 1 AND f.new_kind < CASE WHEN l.paged THEN 3
-                                                           WHEN l.anchored THEN 2 ELSE 1 END)
+SELECT l.source_id, l.old_target, l.element, l.fragment, l.at, l.depth,
+       CASE WHEN f.new_id IS NULL OR f.new_kind BETWEEN 1 AND 2 THEN {_PAGED} ELSE 0 END,
+       CASE WHEN f.new_id IS NULL OR f.new_kind = 1 THEN {_ANCHORED} ELSE 0 END,
+       CASE WHEN f.new_id IS NULL THEN 1
+            WHEN f.new_kind BETWEEN 1 AND 2
+                THEN f.new_kind < CASE WHEN {_PAGED} THEN 3 WHEN {_ANCHORED} THEN 2 ELSE 1 END
+            ELSE 0 END
 FROM (SELECT b.new_id AS source_id, l.target_id AS old_target, l.element, l.fragment, l.at,
-             b.depth, {_PAGED_ANCHORED}
+             b.depth, b.within
       FROM temp.recorded_batch b JOIN link_open l ON l.source_id = b.old_id
       WHERE l.element <> 'redirect'
       UNION ALL
-      SELECT b.new_id, l.target_id, l.element, l.fragment, l.at, b.depth, {_PAGED_ANCHORED}
+      SELECT b.new_id, l.target_id, l.element, l.fragment, l.at, b.depth, b.within
       FROM temp.recorded_batch b JOIN link_settled l ON l.source_id = b.old_id) l
 LEFT JOIN temp.recorded_target f ON f.old_id = l.old_target
 """
