@@ -62,7 +62,8 @@ CREATE TEMP TABLE IF NOT EXISTS recorded_batch (
 CREATE TEMP TABLE IF NOT EXISTS recorded_link (
     source_id INTEGER NOT NULL, old_target INTEGER NOT NULL, element TEXT NOT NULL,
     fragment TEXT NOT NULL, at INTEGER, depth INTEGER NOT NULL, paged INTEGER NOT NULL,
-    anchored INTEGER NOT NULL, fresh INTEGER NOT NULL);
+    anchored INTEGER NOT NULL, fresh INTEGER NOT NULL, new_target INTEGER,
+    settled INTEGER NOT NULL);
 CREATE TEMP TABLE IF NOT EXISTS recorded_url (
     old_id INTEGER PRIMARY KEY, paged INTEGER NOT NULL, anchored INTEGER NOT NULL,
     depth INTEGER NOT NULL, kind INTEGER);
@@ -86,14 +87,16 @@ _ANCHORED = f"""(l.fragment <> '' AND l.element IN ({_listed(ANCHOR_ELEMENTS)})
 # The two link tables in two branches: each is searched by source.
 _LINKS = f"""
 INSERT INTO temp.recorded_link
-    (source_id, old_target, element, fragment, at, depth, paged, anchored, fresh)
+    (source_id, old_target, element, fragment, at, depth, paged, anchored, fresh,
+     new_target, settled)
 SELECT l.source_id, l.old_target, l.element, l.fragment, l.at, l.depth,
        CASE WHEN f.new_id IS NULL OR f.new_kind BETWEEN 1 AND 2 THEN {_PAGED} ELSE 0 END,
        CASE WHEN f.new_id IS NULL OR f.new_kind = 1 THEN {_ANCHORED} ELSE 0 END,
        CASE WHEN f.new_id IS NULL THEN 1
             WHEN f.new_kind BETWEEN 1 AND 2
                 THEN f.new_kind < CASE WHEN {_PAGED} THEN 3 WHEN {_ANCHORED} THEN 2 ELSE 1 END
-            ELSE 0 END
+            ELSE 0 END,
+       f.new_id, coalesce(f.new_settled, 0)
 FROM (SELECT b.new_id AS source_id, l.target_id AS old_target, l.element, l.fragment, l.at,
              b.depth, b.within
       FROM temp.recorded_batch b JOIN link_open l ON l.source_id = b.old_id
@@ -202,20 +205,29 @@ UPDATE temp.recorded_target SET new_settled = 1
 WHERE old_id IN (SELECT old_id FROM temp.recorded_batch WHERE settles)
 """
 
-_SETTLED_LINKS = """
+# A link's new row and whether its target is settled were read with it
+# (``_LINKS``) when its target was mapped then: most links. For the rest the
+# row is looked up now that every target is mapped, and a link to one of the
+# batch's own settling pages is settled: two inserts that read the batch's
+# links alone, not a search of ``recorded_target`` (every target of the
+# crawl) a link. The batch's settling pages, a set SQLite builds once a statement.
+_NEW_TARGET = """CASE WHEN l.new_target IS NOT NULL THEN l.new_target
+     ELSE (SELECT f.new_id FROM temp.recorded_target f WHERE f.old_id = l.old_target) END"""
+_SETTLED = """CASE WHEN l.settled THEN 1
+     WHEN l.new_target IS NULL
+         THEN (SELECT f.new_settled FROM temp.recorded_target f WHERE f.old_id = l.old_target)
+     ELSE l.old_target IN (SELECT old_id FROM temp.recorded_batch WHERE settles) END"""
+
+_SETTLED_LINKS = f"""
 INSERT OR IGNORE INTO link_settled (source_id, target_id, element, at)
-SELECT l.source_id, f.new_id, l.element, l.at
-FROM temp.recorded_link l
-CROSS JOIN temp.recorded_target f ON f.old_id = l.old_target
-WHERE f.new_settled = 1 AND l.fragment = ''
+SELECT l.source_id, {_NEW_TARGET}, l.element, l.at FROM temp.recorded_link l
+WHERE l.fragment = '' AND {_SETTLED}
 """
 
-_OPEN_LINKS = """
+_OPEN_LINKS = f"""
 INSERT INTO link_fresh (target_id, source_id, fragment, element, at)
-SELECT f.new_id, l.source_id, l.fragment, l.element, l.at
-FROM temp.recorded_link l
-CROSS JOIN temp.recorded_target f ON f.old_id = l.old_target
-WHERE NOT (f.new_settled = 1 AND l.fragment = '')
+SELECT {_NEW_TARGET}, l.source_id, l.fragment, l.element, l.at FROM temp.recorded_link l
+WHERE l.fragment <> '' OR NOT {_SETTLED}
 ORDER BY l.rowid
 """
 
