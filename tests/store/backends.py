@@ -129,10 +129,16 @@ class Backend:
             await self.fetch(_LINKS.format(table="link") + " WHERE s.crawl_id = ?", crawl_id)
         )
 
-    async def link_tables(self) -> dict[str, set[tuple[str, str, str]]]:
+    async def link_tables(
+        self, crawl_id: int | None = None
+    ) -> dict[str, set[tuple[str, str, str]]]:
         """(source, target, fragment) per link table: open (reported) and settled (never)."""
+        where, args = ("", ()) if crawl_id is None else (" WHERE s.crawl_id = ?", (crawl_id,))
         return {
-            name: {(s, t, fr) for s, t, _, fr in await self.fetch(_LINKS.format(table=table))}
+            name: {
+                (s, t, fr)
+                for s, t, _, fr in await self.fetch(_LINKS.format(table=table) + where, *args)
+            }
             for name, table in (("open", self.open_links), ("settled", self.settled_links))
         }
 

@@ -286,21 +286,6 @@ async def _recrawl(
     raise AssertionError("the re-crawl did not converge")
 
 
-async def _link_tables(db: Backend, crawl_id: int) -> dict[str, set[tuple[object, ...]]]:
-    """(source, target, element, fragment) of the crawl's links, by table: open or settled."""
-    return {
-        name: set(
-            await db.fetch(
-                f"SELECT s.url, t.url, l.element, l.fragment FROM {table} l "
-                "JOIN url s ON s.id = l.source_id JOIN url t ON t.id = l.target_id "
-                "WHERE s.crawl_id = ?",
-                crawl_id,
-            )
-        )
-        for name, table in (("open", db.open_links), ("settled", db.settled_links))
-    }
-
-
 async def _stored(db: Backend, crawl_id: int) -> tuple[object, ...]:
     rows = {
         url: (row.kind, row.state, row.depth, row.hop)
@@ -349,7 +334,7 @@ async def test_a_page_completed_by_reference_stores_what_its_recorded_links_woul
     assert got == want
     # Each link in the same table too: a link to a page settled before it, in
     # this commit or an earlier one, is never searched for as a broken link's.
-    assert await _link_tables(db, referenced) == await _link_tables(db, expanded)
+    assert await db.link_tables(referenced) == await db.link_tables(expanded)
     assert got[1] == (await _stored(db, first.crawl_id))[1]  # and the first crawl's results
     rows = got[0]
     assert isinstance(rows, dict)

@@ -96,9 +96,11 @@ def _insert_bound(
     width = len(rows[0])
     done = 0
     for at, size in enumerate(sizes):
+        if len(rows) - done < size:
+            continue  # a size this batch does not use: its text is not built
+        sql = _values_statement(head, tail, width, size)
         while len(rows) - done >= size:
             part = rows[done : done + size]
-            sql = _values_statement(head, tail, width, size)
             try:
                 conn.execute(sql, list(chain.from_iterable(part)))
             except (UnicodeEncodeError, OverflowError):
